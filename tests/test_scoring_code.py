@@ -935,15 +935,24 @@ def _running(pid: str) -> bool:
     [
         "os.open(TARGET, os.O_CREAT)",  # read-only flags, yet it creates the file
         "open('mine.txt', 'w').close()\nos.link('mine.txt', TARGET)",  # a hard link to it there
+        # a name relative to a folder outside, opened read-only (dir_fd), not to the working one
+        "os.open('made', os.O_WRONLY | os.O_CREAT, dir_fd=OUTSIDE)",
+        "os.mkdir('made', dir_fd=OUTSIDE)",
+        "os.mkfifo('made', dir_fd=OUTSIDE)",
+        "os.symlink('anywhere', 'made', dir_fd=OUTSIDE)",
+        "open('mine.txt', 'w').close()\nos.rename('mine.txt', 'made', dst_dir_fd=OUTSIDE)",
     ],
 )
 def test_a_file_made_outside_the_working_folder_by_an_os_call_is_refused(
     making: str, tmp_path: Path
 ) -> None:
     """Only open()'s modes and O_WRONLY were tried: writes read from os.open's flags without
-    O_CREAT, or os.link checked on its source alone, passed every test, and made the file."""
+    O_CREAT, os.link checked on its source alone, or a name judged against the working folder
+    where dir_fd named another, passed every test, and made the file."""
     target = str(tmp_path / "made")
-    result = graded(code_task(), f"import os\nTARGET = {target!r}\n{making}\n{ADD}")
+    outside = f"OUTSIDE = os.open({str(tmp_path)!r}, os.O_RDONLY)"
+    code = f"import os\nTARGET = {target!r}\n{outside}\n{making}\n{ADD}"
+    result = graded(code_task(), code)
     assert result.score == 0.0
     assert "not allowed" in result.detail
     assert not os.path.lexists(target)
@@ -1036,6 +1045,13 @@ def test_a_fifo_or_a_device_node_outside_the_working_folder_is_refused(tmp_path:
         assert not os.path.lexists(target)
     made_here = "import os\nos.mkfifo('pipe')\nos.mknod('node')\n"
     assert graded(code_task(), made_here + ADD).score == 1.0
+
+
+def test_names_relative_to_the_working_folder_opened_as_dir_fd_are_the_codes_to_write() -> None:
+    here = "import os\nHERE = os.open('.', os.O_RDONLY)\n"
+    here += "os.close(os.open('made', os.O_WRONLY | os.O_CREAT, dir_fd=HERE))\n"
+    here += "os.mkdir('folder', dir_fd=HERE)\nos.rename('made', 'moved', dst_dir_fd=HERE)\n"
+    assert graded(code_task(), here + ADD).score == 1.0
 
 
 def test_the_code_does_not_see_the_grading_processs_environment(monkeypatch) -> None:

@@ -179,11 +179,14 @@ BLOCKED = {
     "os.chroot", "pty.spawn",
 }
 BLOCKED_IMPORTS = {"ctypes", "_ctypes", "cffi", "_multiprocessing"}
+# each event's paths, as (where the path is, where its dir_fd is) in the event's arguments
 PATH_EVENTS = {
-    "os.remove": (0,), "os.rmdir": (0,), "os.rename": (0, 1), "os.replace": (0, 1),
-    "os.mkdir": (0,), "os.chmod": (0,), "os.chown": (0,), "os.truncate": (0,),
-    "os.link": (0, 1), "os.symlink": (1,), "os.utime": (0,), "shutil.rmtree": (0,),
-    "shutil.move": (0, 1), "shutil.copyfile": (1,), "os.chflags": (0,),
+    "os.remove": ((0, 1),), "os.rmdir": ((0, 1),), "os.rename": ((0, 2), (1, 3)),
+    "os.replace": ((0, 2), (1, 3)), "os.mkdir": ((0, 2),), "os.chmod": ((0, 2),),
+    "os.chown": ((0, 3),), "os.truncate": ((0, None),), "os.link": ((0, 2), (1, 3)),
+    "os.symlink": ((1, 2),), "os.utime": ((0, 3),), "shutil.rmtree": ((0, 1),),
+    "shutil.move": ((0, None), (1, None)), "shutil.copyfile": ((1, None),),
+    "os.chflags": ((0, None),),
 }
 WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
 
@@ -192,13 +195,37 @@ class SandboxViolation(PermissionError):
     pass
 
 
-def inside(path):
-    if isinstance(path, int):
-        return True
+def folder_of(dir_fd):
+    """The folder a dir_fd argument is open on, None when it is none (os events give -1)."""
+    if dir_fd is None or dir_fd == -1:
+        return None
+    try:
+        return os.readlink(f"/proc/self/fd/{dir_fd}")
+    except (OSError, TypeError):
+        return "an unknown folder"  # judged outside: the call itself will say what is wrong
+
+
+def resolved(path, dir_fd=None):
+    """The path a call means: a relative one given with dir_fd is in that folder, not in the
+    working one (os.open('x', flags, dir_fd=os.open('/tmp', os.O_RDONLY)) is /tmp/x)."""
+    path = os.fspath(path)
     if isinstance(path, bytes):
         path = path.decode("utf-8", "replace")
-    real = os.path.realpath(os.fspath(path))
+    folder = folder_of(dir_fd)
+    return path if folder is None or os.path.isabs(path) else os.path.join(folder, path)
+
+
+def inside(path, dir_fd=None):
+    if isinstance(path, int):
+        return True
+    real = os.path.realpath(resolved(path, dir_fd))
     return real == workdir or real.startswith(workdir + os.sep) or real == os.devnull
+
+
+def described(path, dir_fd):
+    """A path as a refusal names it: with the dir_fd folder it is relative to, if any."""
+    folder = folder_of(dir_fd)
+    return repr(path) if folder is None else f"{path!r} in {folder!r} (its dir_fd)"
 
 
 def sqlite_file(database):
@@ -270,9 +297,12 @@ def hook(event, args):
         if path is not None and not inside(path):
             refuse(f"sqlite3.connect to {args[0]!r} outside the working folder")
     if event in PATH_EVENTS:
-        for index in PATH_EVENTS[event]:
-            if index < len(args) and args[index] is not None and not inside(args[index]):
-                refuse(f"{event} on {args[index]!r} outside the working folder")
+        for index, dir_fd_index in PATH_EVENTS[event]:
+            if index >= len(args) or args[index] is None:
+                continue
+            dir_fd = args[dir_fd_index] if dir_fd_index is not None else None
+            if not inside(args[index], dir_fd):
+                refuse(f"{event} on {described(args[index], dir_fd)} outside the working folder")
 
 
 for name in list(sys.modules):
@@ -294,15 +324,33 @@ _posixsubprocess.fork_exec = no_fork_exec
 def checked_first(make):
     """os.mkfifo and os.mknod raise no audit event: a stand-in checks where they make a file."""
 
-    def make_inside(path, *args, **kwargs):
-        if not inside(path):
-            refuse(f"os.{make.__name__} on {path!r} outside the working folder")
-        return make(path, *args, **kwargs)
+    def make_inside(path, *args, dir_fd=None, **kwargs):
+        if not inside(path, dir_fd):
+            refuse(f"os.{make.__name__} on {described(path, dir_fd)} outside the working folder")
+        return make(path, *args, dir_fd=dir_fd, **kwargs)
 
     return make_inside
 
 
-os.mkfifo, os.mknod = checked_first(os.mkfifo), checked_first(os.mknod)
+def open_checked(path, flags, *args, dir_fd=None, open_fd=os.open, **kwargs):
+    """os.open's "open" event leaves its dir_fd out: a name relative to a folder outside is
+    checked here, the rest by the hook."""
+    if flags & WRITE_FLAGS and not inside(path, dir_fd):
+        refuse(f"os.open writing {described(path, dir_fd)} outside the working folder")
+    return open_fd(path, flags, *args, dir_fd=dir_fd, **kwargs)
+
+
+def stand_in(name, replacement):
+    """os.<name> becomes `replacement`, which os.supports_dir_fd lists as it did the real one
+    (shutil.rmtree removes through dir_fd only when it lists os.open)."""
+    if getattr(os, name) in os.supports_dir_fd:
+        os.supports_dir_fd.add(replacement)
+    setattr(os, name, replacement)
+
+
+stand_in("mkfifo", checked_first(os.mkfifo))
+stand_in("mknod", checked_first(os.mknod))
+stand_in("open", open_checked)
 
 
 # The "sqlite3.connect/handle" event comes before a connection may take an authorizer: the
