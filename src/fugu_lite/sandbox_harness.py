@@ -196,23 +196,25 @@ class SandboxViolation(PermissionError):
 
 
 def folder_of(dir_fd):
-    """The folder a dir_fd argument is open on, None when it is none (os events give -1)."""
-    if dir_fd is None or dir_fd == -1:
+    """The folder a dir_fd argument is open on, None for none: os events give -1, and a
+    dir_fd open on no folder (AT_FDCWD, -100, is the working directory) makes the call fail."""
+    if dir_fd is None:
         return None
     try:
         return os.readlink(f"/proc/self/fd/{dir_fd}")
-    except (OSError, TypeError):
-        return "an unknown folder"  # judged outside: the call itself will say what is wrong
+    except OSError:
+        return None
 
 
 def resolved(path, dir_fd=None):
     """The path a call means: a relative one given with dir_fd is in that folder, not in the
-    working one (os.open('x', flags, dir_fd=os.open('/tmp', os.O_RDONLY)) is /tmp/x)."""
+    working one (os.open('x', flags, dir_fd=os.open('/tmp', os.O_RDONLY)) is /tmp/x); join
+    keeps an absolute one as it is."""
     path = os.fspath(path)
     if isinstance(path, bytes):
         path = path.decode("utf-8", "replace")
     folder = folder_of(dir_fd)
-    return path if folder is None or os.path.isabs(path) else os.path.join(folder, path)
+    return path if folder is None else os.path.join(folder, path)
 
 
 def inside(path, dir_fd=None):
