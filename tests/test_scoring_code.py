@@ -941,6 +941,8 @@ def _running(pid: str) -> bool:
         "os.mkfifo('made', dir_fd=OUTSIDE)",
         "os.symlink('anywhere', 'made', dir_fd=OUTSIDE)",
         "open('mine.txt', 'w').close()\nos.rename('mine.txt', 'made', dst_dir_fd=OUTSIDE)",
+        "open('mine.txt', 'w').close()\nos.replace('mine.txt', 'made', dst_dir_fd=OUTSIDE)",
+        "open('mine.txt', 'w').close()\nos.link('mine.txt', 'made', dst_dir_fd=OUTSIDE)",
     ],
 )
 def test_a_file_made_outside_the_working_folder_by_an_os_call_is_refused(
@@ -1017,9 +1019,14 @@ def test_attach_or_vacuum_into_a_file_outside_the_working_folder_is_refused(
     connected to a database in memory (or in the folder) wrote `/tmp/copy.db` past the
     refusal of sqlite3.connect outside the working folder. Inside the folder they work."""
     target = str(tmp_path / "other.db")
-    for database in (":memory:", "local.db"):
+    for connected in (
+        "sqlite3.connect(':memory:')",
+        "sqlite3.connect('local.db')",
+        "sqlite3.Connection(':memory:')",  # the class itself, not connect()
+        "sqlite3.connect(':memory:', factory=sqlite3.Connection.__base__)",
+    ):
         sql = writing.format(target=target)
-        code = f"import sqlite3\nsqlite3.connect({database!r}).execute({sql!r})\n{ADD}"
+        code = f"import sqlite3\n{connected}.execute({sql!r})\n{ADD}"
         result = graded(code_task(), code)
         assert result.score == 0.0
         assert f"{target!r} outside the working folder is not allowed" in result.detail
@@ -1030,6 +1037,8 @@ def test_attach_or_vacuum_into_a_file_outside_the_working_folder_is_refused(
         f"db.execute(\"VACUUM INTO 'copy{n}.db'\")\n"
         for n, database in enumerate((":memory:", "local.db"))
     )
+    # the class connect() gives (an `assert` of the code's own is left out when graded)
+    inside += "if not isinstance(db, sqlite3.Connection):\n    raise TypeError(type(db))\n"
     assert graded(code_task(), f"import sqlite3\n{inside}{ADD}").score == 1.0
 
 
@@ -1047,10 +1056,42 @@ def test_a_fifo_or_a_device_node_outside_the_working_folder_is_refused(tmp_path:
     assert graded(code_task(), made_here + ADD).score == 1.0
 
 
-def test_names_relative_to_the_working_folder_opened_as_dir_fd_are_the_codes_to_write() -> None:
-    here = "import os\nHERE = os.open('.', os.O_RDONLY)\n"
+@pytest.mark.parametrize(
+    "changing",
+    [
+        "os.remove('kept', dir_fd=OUTSIDE)",
+        "os.rmdir('kept_folder', dir_fd=OUTSIDE)",
+        "shutil.rmtree('kept_folder', dir_fd=OUTSIDE)",
+        "os.chmod('kept', 0o777, dir_fd=OUTSIDE)",
+        "os.chown('kept', -1, -1, dir_fd=OUTSIDE)",
+        "os.utime('kept', (0, 0), dir_fd=OUTSIDE)",
+    ],
+)
+def test_a_file_outside_named_through_dir_fd_is_neither_removed_nor_changed(
+    changing: str, tmp_path: Path
+) -> None:
+    (tmp_path / "kept").write_text("x")
+    (tmp_path / "kept_folder").mkdir()
+    outside = f"OUTSIDE = os.open({str(tmp_path)!r}, os.O_RDONLY)"
+    result = graded(code_task(), f"import os, shutil\n{outside}\n{changing}\n{ADD}")
+    assert result.score == 0.0
+    assert f"in {str(tmp_path)!r} (its dir_fd) outside the working folder" in result.detail
+    assert (tmp_path / "kept").exists() and (tmp_path / "kept_folder").is_dir()
+
+
+def test_names_relative_to_the_working_folder_opened_as_dir_fd_are_the_codes_to_write(
+    tmp_path: Path,
+) -> None:
+    here = "import os, shutil\nHERE = os.open('.', os.O_RDONLY)\n"
     here += "os.close(os.open('made', os.O_WRONLY | os.O_CREAT, dir_fd=HERE))\n"
     here += "os.mkdir('folder', dir_fd=HERE)\nos.rename('made', 'moved', dst_dir_fd=HERE)\n"
+    # reading through a folder outside stays allowed, as reading by its whole path is
+    (tmp_path / "readable").write_text("x")
+    outside = f"OUTSIDE = os.open({str(tmp_path)!r}, os.O_RDONLY)\n"
+    here += outside + "print(os.read(os.open('readable', os.O_RDONLY, dir_fd=OUTSIDE), 1))\n"
+    # shutil.rmtree removes through dir_fd (safe from symlink attacks) only when
+    # os.supports_dir_fd lists os.open: it must list the sandbox's stand-in
+    here += "if not shutil.rmtree.avoids_symlink_attacks:\n    raise OSError('unsafe rmtree')\n"
     assert graded(code_task(), here + ADD).score == 1.0
 
 
