@@ -1079,6 +1079,24 @@ def test_a_file_outside_named_through_dir_fd_is_neither_removed_nor_changed(
     assert (tmp_path / "kept").exists() and (tmp_path / "kept_folder").is_dir()
 
 
+@pytest.mark.parametrize(
+    "changing", ["os.chmod(KEPT, 0o777)", "os.utime(KEPT, (0, 0))", "os.chown(KEPT, -1, -1)"]
+)
+def test_a_file_outside_named_by_a_read_only_descriptor_is_not_changed(
+    changing: str, tmp_path: Path
+) -> None:
+    """os.chmod(fd) and os.utime(fd) change the file a descriptor opened read-only (allowed
+    anywhere) is on: an fd was taken as inside the working folder, and /tmp/x changed."""
+    kept = tmp_path / "kept"
+    kept.write_text("x")
+    kept.chmod(0o600)
+    opened = f"KEPT = os.open({str(kept)!r}, os.O_RDONLY)"
+    result = graded(code_task(), f"import os\n{opened}\n{changing}\n{ADD}")
+    assert result.score == 0.0
+    assert f"{str(kept)!r} outside the working folder is not allowed" in result.detail
+    assert kept.stat().st_mode & 0o777 == 0o600 and kept.stat().st_mtime > 0
+
+
 def test_names_relative_to_the_working_folder_opened_as_dir_fd_are_the_codes_to_write(
     tmp_path: Path,
 ) -> None:

@@ -195,13 +195,14 @@ class SandboxViolation(PermissionError):
     pass
 
 
-def folder_of(dir_fd):
-    """The folder a dir_fd argument is open on, None for none: os events give -1, and a
-    dir_fd open on no folder (AT_FDCWD, -100, is the working directory) makes the call fail."""
-    if dir_fd is None:
+def opened_at(fd):
+    """The path a descriptor is open on (a dir_fd's folder), None for none: os events give -1,
+    and a dir_fd open on no folder (AT_FDCWD, -100, is the working directory) makes the call
+    fail."""
+    if fd is None:
         return None
     try:
-        return os.readlink(f"/proc/self/fd/{dir_fd}")
+        return os.readlink(f"/proc/self/fd/{fd}")
     except OSError:
         return None
 
@@ -213,7 +214,7 @@ def resolved(path, dir_fd=None):
     path = os.fspath(path)
     if isinstance(path, bytes):
         path = path.decode("utf-8", "replace")
-    folder = folder_of(dir_fd)
+    folder = opened_at(dir_fd)
     return path if folder is None else os.path.join(folder, path)
 
 
@@ -226,7 +227,7 @@ def inside(path, dir_fd=None):
 
 def described(path, dir_fd):
     """A path as a refusal names it: with the dir_fd folder it is relative to, if any."""
-    folder = folder_of(dir_fd)
+    folder = opened_at(dir_fd)
     return repr(path) if folder is None else f"{path!r} in {folder!r} (its dir_fd)"
 
 
@@ -300,11 +301,14 @@ def hook(event, args):
             refuse(f"sqlite3.connect to {args[0]!r} outside the working folder")
     if event in PATH_EVENTS:
         for index, dir_fd_index in PATH_EVENTS[event]:
-            if index >= len(args) or args[index] is None:
+            path = args[index] if index < len(args) else None
+            if isinstance(path, int):  # os.chmod(fd): an fd opened read-only may be anywhere
+                path = opened_at(path)
+            if path is None:
                 continue
             dir_fd = args[dir_fd_index] if dir_fd_index is not None else None
-            if not inside(args[index], dir_fd):
-                refuse(f"{event} on {described(args[index], dir_fd)} outside the working folder")
+            if not inside(path, dir_fd):
+                refuse(f"{event} on {described(path, dir_fd)} outside the working folder")
 
 
 for name in list(sys.modules):
