@@ -943,6 +943,10 @@ def _running(pid: str) -> bool:
         "open('mine.txt', 'w').close()\nos.rename('mine.txt', 'made', dst_dir_fd=OUTSIDE)",
         "open('mine.txt', 'w').close()\nos.replace('mine.txt', 'made', dst_dir_fd=OUTSIDE)",
         "open('mine.txt', 'w').close()\nos.link('mine.txt', 'made', dst_dir_fd=OUTSIDE)",
+        # the module os takes them from, past os's checking stand-ins
+        "import posix\nposix.open('made', os.O_WRONLY | os.O_CREAT, dir_fd=OUTSIDE)",
+        "import posix\nposix.mkfifo(TARGET)",
+        "import posix\nposix.mknod(TARGET)",
     ],
 )
 def test_a_file_made_outside_the_working_folder_by_an_os_call_is_refused(

@@ -7,7 +7,8 @@ to results.jsonl (read back by sandbox_results.py)."""
 # set-up statement (where a run that never ends was), one "test" per test, "load_error"
 # when the code itself does not run, and "done".
 HARNESS = r'''
-import _socket, ast, builtins, io, json, os, resource, signal, sys, threading, time, traceback
+import _socket, ast, builtins, io, json, os, posix, resource, signal, sys, threading, time
+import traceback
 import urllib.parse
 
 folder, settings = sys.argv[1], json.loads(sys.argv[2])
@@ -347,11 +348,13 @@ def open_checked(path, flags, *args, dir_fd=None, open_fd=os.open, **kwargs):
 
 
 def stand_in(name, replacement):
-    """os.<name> becomes `replacement`, which os.supports_dir_fd lists as it did the real one
+    """os.<name> becomes `replacement`, and so does posix.<name>, which os takes it from
+    (`import posix` reached the real one); os.supports_dir_fd lists it as it did the real one
     (shutil.rmtree removes through dir_fd only when it lists os.open)."""
     if getattr(os, name) in os.supports_dir_fd:
         os.supports_dir_fd.add(replacement)
     setattr(os, name, replacement)
+    setattr(posix, name, replacement)
 
 
 stand_in("mkfifo", checked_first(os.mkfifo))
