@@ -1756,7 +1756,7 @@ def test_a_check_after_the_answer_that_works_back_to_the_question_is_no_answer(
         ("23", "#### 23\nThat is 20 + 3.", 1.0),  # the working on a later line
         ("23", "#### 20 + 3 = 23", 1.0),  # its result given counts (read 20)
         ("24", "#### 20 + 3 = 24", 1.0),  # read as given, as in \boxed{20 + 3 = 24}
-        # a chain's result counts when the chain gives it (read as an expression before)
+        # a chain's side after its "=" counts (read as an expression before)
         ("27", "#### 20 + 3 + 4 = 27", 1.0),
         ("14", "#### 2 + 3 * 4 = 14", 1.0),  # times before plus
         ("24", "#### 2 times 3 times 4 = 24 pens", 1.0),

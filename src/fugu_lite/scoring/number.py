@@ -19,8 +19,9 @@ roots "x = 3 or x = -3" or "±3", a range or an undone subtraction "5-7",
 "5 minus 7" or "5, minus 7", or another operation not done at the end, "20 + 3", "20 plus
 3", "20 times 3", "12 ÷ 4"; "-2, 3" in a box),
 an operation in a box or after `####` ("\\boxed{3 \\cdot 4}", "#### 20 + 3": the grader does not
-compute it; it only checks "\\boxed{12 = 3 \\cdot 4}", 12, "The answer is 12 = 3 * 4." and
-"#### 20 + 3 + 4 = 27"),
+compute it; it only checks "\\boxed{12 = 3 \\cdot 4}", 12, and "The answer is 12 = 3 * 4.";
+after `####` a chain's side after its last '=' is the answer, no step checked: "#### 20 + 3 +
+4 = 27", "#### 20 + 3 = 23 - 2 = 21"),
 times or ratios ("3:30") and a comma between digits ("1,5": a decimal comma or a
 list) are ambiguous; a number ruled out ("42, not 32"), a confidence
 ("not 100% sure"), a precision ("to 2 decimal places"), a tolerance ("5 ± 0.1"), the
