@@ -1046,6 +1046,21 @@ def test_attach_or_vacuum_into_a_file_outside_the_working_folder_is_refused(
     assert graded(code_task(), f"import sqlite3\n{inside}{ADD}").score == 1.0
 
 
+def test_the_harness_runs_on_a_python_built_without_sqlite(tmp_path: Path) -> None:
+    """The harness imported _sqlite3 unguarded: on a Python built without SQLite every run
+    failed at start, so every code answer was a grading error."""
+    workdir = sandbox_module._write_files(tmp_path, ADD, ADD_TESTS)
+    harness = tmp_path / "harness.py"
+    without_sqlite = "import sys\nsys.modules['_sqlite3'] = None\n"
+    harness.write_text(without_sqlite + harness.read_text(encoding="utf-8"), encoding="utf-8")
+    command = sandbox_module._harness_command(tmp_path, FAST, sys.executable, "hook")
+    finished = subprocess.run(command, cwd=workdir, capture_output=True, timeout=30)
+    (tmp_path / "stdout").write_bytes(finished.stdout)
+    (tmp_path / "stderr").write_bytes(finished.stderr)
+    result = collect_results(tmp_path, finished.returncode, False, FAST)
+    assert (result.status, result.passed, result.total) == ("ok", 4, 4), result.detail
+
+
 def test_a_fifo_or_a_device_node_outside_the_working_folder_is_refused(tmp_path: Path) -> None:
     """os.mkfifo and os.mknod raise no audit event: code making a named pipe or a node
     outside the working folder (os.mkfifo('/tmp/pipe')) made it there. In the folder, they

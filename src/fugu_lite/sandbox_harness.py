@@ -364,24 +364,26 @@ stand_in("open", open_checked)
 
 # The "sqlite3.connect/handle" event comes before a connection may take an authorizer: the
 # names sqlite3 takes from _sqlite3 at its import give each connection one instead.
-import _sqlite3  # noqa: E402
+try:
+    import _sqlite3  # noqa: E402
+except ImportError:  # a Python built without SQLite: no connection to authorize
+    _sqlite3 = None
 
+if _sqlite3 is not None:
 
-class AuthorizedConnection(_sqlite3.Connection):
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        self.set_authorizer(attach_inside)
+    class AuthorizedConnection(_sqlite3.Connection):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            self.set_authorizer(attach_inside)
 
+    def connect_authorized(*args, connect=_sqlite3.connect, **kwargs):
+        if len(args) < 6:  # the factory, sixth, not given by position
+            kwargs.setdefault("factory", AuthorizedConnection)
+        connection = connect(*args, **kwargs)
+        connection.set_authorizer(attach_inside)
+        return connection
 
-def connect_authorized(*args, connect=_sqlite3.connect, **kwargs):
-    if len(args) < 6:  # the factory, sixth, not given by position
-        kwargs.setdefault("factory", AuthorizedConnection)
-    connection = connect(*args, **kwargs)
-    connection.set_authorizer(attach_inside)
-    return connection
-
-
-_sqlite3.Connection, _sqlite3.connect = AuthorizedConnection, connect_authorized
+    _sqlite3.Connection, _sqlite3.connect = AuthorizedConnection, connect_authorized
 sys.addaudithook(hook)
 emit(event="ready", total=total)
 
