@@ -183,9 +183,9 @@ BLOCKED_IMPORTS = {"ctypes", "_ctypes", "cffi", "_multiprocessing"}
 # each event's paths, as (where the path is, where its dir_fd is) in the event's arguments
 PATH_EVENTS = {
     "os.remove": ((0, 1),), "os.rmdir": ((0, 1),), "os.rename": ((0, 2), (1, 3)),
-    "os.replace": ((0, 2), (1, 3)), "os.mkdir": ((0, 2),), "os.chmod": ((0, 2),),
-    "os.chown": ((0, 3),), "os.truncate": ((0, None),), "os.link": ((0, 2), (1, 3)),
-    "os.symlink": ((1, 2),), "os.utime": ((0, 3),), "shutil.rmtree": ((0, 1),),
+    "os.mkdir": ((0, 2),), "os.chmod": ((0, 2),), "os.chown": ((0, 3),),
+    "os.truncate": ((0, None),), "os.link": ((0, 2), (1, 3)), "os.symlink": ((1, 2),),
+    "os.utime": ((0, 3),), "shutil.rmtree": ((0, 1),),
     "shutil.move": ((0, None), (1, None)), "shutil.copyfile": ((1, None),),
     "os.chflags": ((0, None),),
 }
