@@ -1046,6 +1046,20 @@ def test_attach_or_vacuum_into_a_file_outside_the_working_folder_is_refused(
     assert graded(code_task(), f"import sqlite3\n{inside}{ADD}").score == 1.0
 
 
+@pytest.mark.parametrize("factory", ["", ", sqlite3.Connection"])
+def test_a_connection_opened_with_its_arguments_by_position_is_a_sqlite3_connection(
+    factory: str,
+) -> None:
+    """The factory is connect()'s sixth argument: given the first five by position, the
+    connection is still of the class sqlite3.Connection names; given the factory too, it is
+    not given twice."""
+    code = (
+        f"import sqlite3\ndb = sqlite3.connect(':memory:', 5.0, 0, '', True{factory})\n"
+        "if not isinstance(db, sqlite3.Connection):\n    raise TypeError(type(db))\n"
+    )
+    assert graded(code_task(), code + ADD).score == 1.0
+
+
 def test_the_harness_runs_on_a_python_built_without_sqlite(tmp_path: Path) -> None:
     """The harness imported _sqlite3 unguarded: on a Python built without SQLite every run
     failed at start, so every code answer was a grading error."""
