@@ -99,8 +99,9 @@ def test_an_answer_that_is_no_completion_is_left_as_it_is() -> None:
 
 
 def token(chosen: float, *alternatives: float) -> dict[str, Any]:
-    """A token's logprobs as llama.cpp's server gives them: the chosen token first among
-    its top_logprobs, whether or not it is one of the most likely asked."""
+    """A token's logprobs with the chosen token among its top_logprobs, whether or not it
+    is one of the most likely asked, as llama-cpp-python's server gives them (it adds the
+    chosen token last, by a dict update; here it comes first, which no reshaping relies on)."""
     top = [{"token": "chosen", "logprob": chosen}]
     top += [{"token": f"t{n}", "logprob": value} for n, value in enumerate(alternatives)]
     return {"token": "chosen", "logprob": chosen, "top_logprobs": top}
