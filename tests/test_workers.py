@@ -973,6 +973,10 @@ def streamed_from(events: list[str]) -> list[dict[str, Any]]:
             [{"index": 0, "finish_reason": "stop"}, {"index": 1, "delta": {"tool_calls": [4]}}],
             "choices[1].delta.tool_calls[0] is int, not an object",
         ),
+        (
+            [{"index": 0, "delta": {"tool_calls": [{"index": 0, "function": "add(2, 2)"}]}}],
+            "choices[0].delta.tool_calls[0].function is str, not an object",
+        ),
     ],
 )
 def test_a_stream_chunk_not_shaped_as_openais_is_the_workers_error(choices: Any, flaw: str) -> None:
@@ -1073,6 +1077,18 @@ def malformed_answer(body: Any) -> CallResult:
             "choices[0].message.content is dict, not text",
         ),
         ({"choices": [{"message": {"content": 4}}]}, "choices[0].message.content is int"),
+        (
+            {"choices": [{"message": {"content": None, "tool_calls": ["4"]}}]},
+            "choices[0].message.tool_calls[0] is str, not an object",
+        ),
+        (
+            {"choices": [{"message": {"tool_calls": {"id": "call_1", "type": "function"}}}]},
+            "choices[0].message.tool_calls is dict, not a list",
+        ),
+        (
+            {"choices": [{"message": {"tool_calls": [{"id": "call_1", "function": "add"}]}}]},
+            "choices[0].message.tool_calls[0].function is str, not an object",
+        ),
     ],
 )
 def test_a_200_holding_no_chat_completion_is_a_server_error_naming_its_flaw(
@@ -1080,7 +1096,9 @@ def test_a_200_holding_no_chat_completion_is_a_server_error_naming_its_flaw(
 ) -> None:
     """A 200 whose choice or message was no object failed with a bare "AttributeError: 'str'
     object has no attribute 'get'", and content that was an object (or a number) was given
-    on as the answer, the object as its Python repr ("{'text': '4'}")."""
+    on as the answer, the object as its Python repr ("{'text': '4'}"). Tool calls that are
+    no list of objects, or a call whose function is no object, were passed on to the client
+    as the worker gave them (a client reading each as an object failed on them)."""
     result = malformed_answer(body)
     assert result.output is None and result.error_kind == "server"
     assert result.error is not None and named in result.error, result.error

@@ -17,7 +17,7 @@ from openai.types.chat import ChatCompletionChunk
 
 from .config import WorkerConfig
 from .llama_cpp_answers import named_once, one_call_style, top_logprobs_as_asked
-from .results import json_safe, not_an_object
+from .results import check_list_of_objects, check_tool_calls, json_safe, not_an_object
 
 logger = logging.getLogger(__name__)
 
@@ -94,7 +94,8 @@ def chunk_shaper(
 def check_choices(chunk: dict[str, Any]) -> None:
     """A ValueError naming what of a chunk's choices is not as OpenAI's: choices that are no
     list, a choice or its delta that is no object (serve's relay reads each as one), a
-    delta's tool_calls that are no list of objects (a client reads each call as one)."""
+    delta's tool_calls that are no list of objects, or a call's function that is no object
+    (a client reads each as one)."""
     choices = chunk.get("choices")
     check_list_of_objects(choices, "a stream chunk's choices")
     for n, choice in enumerate(choices or []):
@@ -103,20 +104,7 @@ def check_choices(chunk: dict[str, Any]) -> None:
             continue
         if not isinstance(delta, dict):
             raise not_an_object(f"a stream chunk's choices[{n}].delta", delta)
-        calls = delta.get("tool_calls")
-        check_list_of_objects(calls, f"a stream chunk's choices[{n}].delta.tool_calls")
-
-
-def check_list_of_objects(value: Any, where: str) -> None:
-    """A ValueError naming `where` unless `value` is None or a list of objects."""
-    if value is None:
-        return
-    if not isinstance(value, list):
-        kind = type(value).__name__
-        raise ValueError(f"{where} is {kind}, not a list: {str(value)[:200]}")
-    for n, item in enumerate(value):
-        if not isinstance(item, dict):
-            raise not_an_object(f"{where}[{n}]", item)
+        check_tool_calls(delta.get("tool_calls"), f"a stream chunk's choices[{n}].delta")
 
 
 async def close_stream(stream: Any) -> None:
