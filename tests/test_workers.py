@@ -997,6 +997,16 @@ def test_a_stream_chunk_not_shaped_as_openais_is_the_workers_error(choices: Any,
     assert f"a stream chunk's {flaw}" in str(caught.value)
 
 
+def test_a_tool_call_delta_without_a_function_is_yielded_on() -> None:
+    """A call's function is checked only when the delta holds one: a delta with the call's
+    index alone (some servers' last) is no malformed answer (a mutant checking every call's
+    function passed every test)."""
+    call = [{"index": 0, "delta": {"tool_calls": [{"index": 0, "id": "call_1"}]}}]
+    events = [sse_chunk(call), sse_chunk([{"index": 0, "delta": {}, "finish_reason": "stop"}])]
+    chunks = streamed_from(events)
+    assert chunks[0]["choices"][0]["delta"] == call[0]["delta"]
+
+
 def test_a_malformed_first_chunk_is_not_said_to_fail_after_the_stream_started() -> None:
     """A first chunk whose choice was no object failed "... (after the stream started)",
     though nothing had been yielded (serve falls back to another worker then): its
