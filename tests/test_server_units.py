@@ -317,6 +317,44 @@ async def batcher_fails_a_batch_answered_with_the_wrong_count_and_serves_on() ->
     await batcher.stop()
 
 
+@pytest.mark.parametrize(
+    ("answer", "kind"),
+    [(lambda items: None, "NoneType"), (lambda items: (item for item in items), "generator")],
+)
+def test_micro_batcher_fails_each_request_of_a_function_that_returns_no_list(
+    answer: Callable[[list[int]], object], kind: str
+) -> None:
+    asyncio.run(batcher_fails_each_request_of_a_function_that_returns_no_list(answer, kind))
+
+
+async def batcher_fails_each_request_of_a_function_that_returns_no_list(
+    answer: Callable[[list[int]], object], kind: str
+) -> None:
+    """A batched function returning None or a generator raised TypeError from len() outside
+    the try: the batcher's loop ended, and its waiting requests, and every later one,
+    waited forever."""
+    served: list[int] = []
+
+    def answers_batches_wrongly(items: list[int]) -> object:
+        if 0 in items:
+            return answer(items)
+        served.extend(items)
+        return items
+
+    batcher = MicroBatcher(answers_batches_wrongly, window_s=0.2)
+    batcher.start()
+    submitted = asyncio.gather(*(batcher.submit(i) for i in (0, 0)), return_exceptions=True)
+    for result in await asyncio.wait_for(submitted, 5):
+        assert isinstance(result, TypeError)
+        assert str(result) == (
+            f"the batched function returned a {kind}, not a list: it must return one result "
+            "per item, in the items' order"
+        )
+    assert await asyncio.wait_for(batcher.submit(4), 5) == 4
+    assert served == [4]
+    await batcher.stop()
+
+
 def test_micro_batcher_tells_each_batch_its_size_and_the_seconds_its_pass_took() -> None:
     asyncio.run(batcher_tells_each_batch_its_size_and_the_seconds_its_pass_took())
 

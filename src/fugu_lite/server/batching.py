@@ -8,7 +8,7 @@ import asyncio
 import contextlib
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Generic, TypeVar
 
@@ -141,17 +141,29 @@ class MicroBatcher(Generic[T, R]):
             if not future.done():
                 future.set_exception(error)
             return
-        if len(results) != len(batch):  # which answer is whose cannot be told: fail them all
-            miscount = (
-                f"the batched function returned {len(results)} results for {len(batch)} "
-                "requests: it must return one result per item, in the items' order"
-            )
+        try:
+            answers = one_result_per_item(results, len(batch))
+        except (TypeError, RuntimeError) as wrong:  # which answer is whose cannot be told
             for _, future in batch:
                 if not future.done():
-                    future.set_exception(RuntimeError(miscount))
+                    future.set_exception(wrong)
             return
         if self.on_batch is not None:
             self.on_batch(len(batch), time.perf_counter() - started)
-        for (_, future), result in zip(batch, results, strict=True):
+        for (_, future), result in zip(batch, answers, strict=True):
             if not future.done():
                 future.set_result(result)
+
+
+def one_result_per_item(results: Sequence[V], items: int) -> Sequence[V]:
+    """The batched function's results, refused unless they are a list of one per item."""
+    rule = "it must return one result per item, in the items' order"
+    if not isinstance(results, Sequence):
+        raise TypeError(
+            f"the batched function returned a {type(results).__name__}, not a list: {rule}"
+        )
+    if len(results) != items:
+        raise RuntimeError(
+            f"the batched function returned {len(results)} results for {items} requests: {rule}"
+        )
+    return results
