@@ -295,24 +295,46 @@ async def batcher_fails_the_batch_not_the_batcher() -> None:
     await batcher.stop()
 
 
-def test_micro_batcher_fails_a_batch_answered_with_the_wrong_count_and_serves_on() -> None:
-    asyncio.run(batcher_fails_a_batch_answered_with_the_wrong_count_and_serves_on())
+def test_micro_batcher_routes_alone_the_requests_of_a_batch_answered_with_the_wrong_count() -> None:
+    asyncio.run(batcher_routes_alone_the_requests_of_a_batch_answered_with_the_wrong_count())
 
 
-async def batcher_fails_a_batch_answered_with_the_wrong_count_and_serves_on() -> None:
+async def batcher_routes_alone_the_requests_of_a_batch_answered_with_the_wrong_count() -> None:
     """A batched function answering 3 items with 2 results raised in zip(strict=True)
-    outside the try: the loop ended and every later request waited forever."""
+    outside the try: the loop ended and every later request waited forever. Then all 3
+    failed, though which answer was whose can be told when each item is passed alone."""
+    passes: list[list[int]] = []
 
-    def drops_the_last(items: list[int]) -> list[int]:
+    def drops_the_last_of_a_batch(items: list[int]) -> list[int]:
+        passes.append(items)
         return items[:-1] if len(items) > 1 else items
 
-    batcher = MicroBatcher(drops_the_last, window_s=0.2)
+    batcher = MicroBatcher(drops_the_last_of_a_batch, window_s=0.2)
     batcher.start()
     submitted = asyncio.gather(*(batcher.submit(i) for i in (1, 2, 3)), return_exceptions=True)
+    assert await asyncio.wait_for(submitted, 5) == [1, 2, 3]
+    assert passes == [[1, 2, 3], [1], [2], [3]]
+    await batcher.stop()
+
+
+def test_micro_batcher_fails_a_request_answered_with_the_wrong_count_and_serves_on() -> None:
+    asyncio.run(batcher_fails_a_request_answered_with_the_wrong_count_and_serves_on())
+
+
+async def batcher_fails_a_request_answered_with_the_wrong_count_and_serves_on() -> None:
+    def answers_nothing_for_13(items: list[int]) -> list[int]:
+        return [item for item in items if item != 13]
+
+    batcher = MicroBatcher(answers_nothing_for_13, window_s=0.2)
+    batcher.start()
+    submitted = asyncio.gather(*(batcher.submit(i) for i in (5, 13)), return_exceptions=True)
     results = await asyncio.wait_for(submitted, 5)
-    for result in results:
-        assert isinstance(result, RuntimeError)
-        assert "2 results for 3 requests" in str(result)
+    assert results[0] == 5
+    assert isinstance(results[1], RuntimeError)
+    assert str(results[1]) == (
+        "the batched function returned 0 results for 1 requests: it must return one result "
+        "per item, in the items' order"
+    )
     assert await asyncio.wait_for(batcher.submit(4), 5) == 4
     await batcher.stop()
 

@@ -131,6 +131,8 @@ class MicroBatcher(Generic[T, R]):
             results = await asyncio.get_running_loop().run_in_executor(
                 self._executor, self.fn, items
             )
+            # a wrong count: which answer is whose is told by passing each item alone
+            answers = one_result_per_item(results, len(batch))
         except Exception as error:
             if len(batch) > 1:  # find the bad item: it alone fails, not its batch mates
                 for single in batch:
@@ -140,13 +142,6 @@ class MicroBatcher(Generic[T, R]):
             _, future = batch[0]
             if not future.done():
                 future.set_exception(error)
-            return
-        try:
-            answers = one_result_per_item(results, len(batch))
-        except (TypeError, RuntimeError) as wrong:  # which answer is whose cannot be told
-            for _, future in batch:
-                if not future.done():
-                    future.set_exception(wrong)
             return
         if self.on_batch is not None:
             self.on_batch(len(batch), time.perf_counter() - started)
