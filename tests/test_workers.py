@@ -977,6 +977,10 @@ def streamed_from(events: list[str]) -> list[dict[str, Any]]:
             [{"index": 0, "delta": {"tool_calls": [{"index": 0, "function": "add(2, 2)"}]}}],
             "choices[0].delta.tool_calls[0].function is str, not an object",
         ),
+        (
+            [{"index": 0, "delta": {"function_call": "add(2, 2)"}}],
+            "choices[0].delta.function_call is str, not an object",
+        ),
     ],
 )
 def test_a_stream_chunk_not_shaped_as_openais_is_the_workers_error(choices: Any, flaw: str) -> None:
@@ -985,7 +989,8 @@ def test_a_stream_chunk_not_shaped_as_openais_is_the_workers_error(choices: Any,
     a local worker's chunk crashed its reshaping with an AttributeError): it is the worker's
     malformed answer now, saying what is wrong. So are a delta's tool_calls that are no list
     of objects, which reached the client unchanged (OpenAI never sends them; a client
-    reading each call as an object may fail on them)."""
+    reading each call as an object may fail on them), and a deprecated function_call that
+    is no object."""
     events = [
         sse_chunk([{"index": 0, "delta": {"content": "4"}}]),
         sse_chunk(choices),
@@ -1099,6 +1104,10 @@ def malformed_answer(body: Any) -> CallResult:
             {"choices": [{"message": {"tool_calls": [{"id": "call_1", "function": "add"}]}}]},
             "choices[0].message.tool_calls[0].function is str, not an object",
         ),
+        (
+            {"choices": [{"message": {"content": None, "function_call": "add"}}]},
+            "choices[0].message.function_call is str, not an object",
+        ),
     ],
 )
 def test_a_200_holding_no_chat_completion_is_a_server_error_naming_its_flaw(
@@ -1108,7 +1117,8 @@ def test_a_200_holding_no_chat_completion_is_a_server_error_naming_its_flaw(
     object has no attribute 'get'", and content that was an object (or a number) was given
     on as the answer, the object as its Python repr ("{'text': '4'}"). Tool calls that are
     no list of objects, or a call whose function is no object, were passed on to the client
-    as the worker gave them (a client reading each as an object failed on them)."""
+    as the worker gave them (a client reading each as an object failed on them); so was a
+    deprecated function_call that is no object."""
     result = malformed_answer(body)
     assert result.output is None and result.error_kind == "server"
     assert result.error is not None and named in result.error, result.error

@@ -1,7 +1,7 @@
 """What a worker call gives back: its CallResult, the tokens it used (Usage) and their cost
 (usage_cost), the worker's answer read as JSON (answer_json) and its completion and token
-counts read from it (parse_completion, read_usage), the checks of its tool calls
-(check_tool_calls, check_list_of_objects), and a worker's answer with the numbers JSON cannot
+counts read from it (parse_completion, read_usage), the checks of its function calls
+(check_calls, check_list_of_objects), and a worker's answer with the numbers JSON cannot
 hold replaced (json_safe)."""
 
 from __future__ import annotations
@@ -112,7 +112,7 @@ def parse_completion(raw: Any) -> tuple[str, Usage | None]:
     token counts; a ValueError naming the flaw of a 200 holding none: a choice or message
     that is no object failed with a bare AttributeError, and content that is neither text
     nor parts (an object, a number) was given on as the answer, in its Python repr, and
-    tool_calls not shaped as OpenAI's were passed on to the client (check_tool_calls)."""
+    function calls not shaped as OpenAI's were passed on to the client (check_calls)."""
     if not isinstance(raw, dict) or not raw.get("choices"):
         raise ValueError(f"no choices in the response: {str(raw)[:200]}")
     choice = first_choice(raw["choices"])
@@ -129,7 +129,7 @@ def parse_completion(raw: Any) -> tuple[str, Usage | None]:
             f"choices[0].message.content is {type(content).__name__}, not text or a list of "
             f"content parts: {str(content)[:200]}"
         )
-    check_tool_calls(message.get("tool_calls"), "choices[0].message")
+    check_calls(message, "choices[0].message")
     return content, read_usage(raw.get("usage"))
 
 
@@ -147,15 +147,27 @@ def not_an_object(where: str, value: Any) -> ValueError:
     return ValueError(f"{where} is {type(value).__name__}, not an object: {str(value)[:200]}")
 
 
+def check_calls(message: dict[str, Any], where: str) -> None:
+    """A ValueError naming what of a message's (or delta's, at `where`) function calls is
+    not as OpenAI's: its tool_calls (check_tool_calls), or its deprecated function_call
+    that is no object (a client reads it as one)."""
+    check_tool_calls(message.get("tool_calls"), where)
+    check_object_or_none(message.get("function_call"), f"{where}.function_call")
+
+
 def check_tool_calls(calls: Any, where: str) -> None:
     """A ValueError naming what of a message's (or delta's, at `where`) tool_calls is not
     as OpenAI's: no list, a call that is no object, or a call's function that is no
     object (a client reads each as one)."""
     check_list_of_objects(calls, f"{where}.tool_calls")
     for n, call in enumerate(calls or []):
-        function = call.get("function")
-        if function is not None and not isinstance(function, dict):
-            raise not_an_object(f"{where}.tool_calls[{n}].function", function)
+        check_object_or_none(call.get("function"), f"{where}.tool_calls[{n}].function")
+
+
+def check_object_or_none(value: Any, where: str) -> None:
+    """A ValueError naming `where` unless `value` is None or an object."""
+    if value is not None and not isinstance(value, dict):
+        raise not_an_object(where, value)
 
 
 def check_list_of_objects(value: Any, where: str) -> None:

@@ -17,7 +17,7 @@ from openai.types.chat import ChatCompletionChunk
 
 from .config import WorkerConfig
 from .llama_cpp_answers import named_once, one_call_style, top_logprobs_as_asked
-from .results import check_list_of_objects, check_tool_calls, json_safe, not_an_object
+from .results import check_calls, check_list_of_objects, json_safe, not_an_object
 
 logger = logging.getLogger(__name__)
 
@@ -94,8 +94,8 @@ def chunk_shaper(
 def check_choices(chunk: dict[str, Any]) -> None:
     """A ValueError naming what of a chunk's choices is not as OpenAI's: choices that are no
     list, a choice or its delta that is no object (serve's relay reads each as one), a
-    delta's tool_calls that are no list of objects, or a call's function that is no object
-    (a client reads each as one)."""
+    delta's tool_calls that are no list of objects, a call's function or a deprecated
+    function_call that is no object (a client reads each as one)."""
     choices = chunk.get("choices")
     check_list_of_objects(choices, "a stream chunk's choices")
     for n, choice in enumerate(choices or []):
@@ -104,7 +104,7 @@ def check_choices(chunk: dict[str, Any]) -> None:
             continue
         if not isinstance(delta, dict):
             raise not_an_object(f"a stream chunk's choices[{n}].delta", delta)
-        check_tool_calls(delta.get("tool_calls"), f"a stream chunk's choices[{n}].delta")
+        check_calls(delta, f"a stream chunk's choices[{n}].delta")
 
 
 async def close_stream(stream: Any) -> None:
