@@ -7,6 +7,7 @@ from __future__ import annotations
 import gzip
 import json
 import logging
+import math
 import socket
 import time
 import zlib
@@ -17,6 +18,7 @@ from typing import Any
 import httpx
 import openai
 import pytest
+from pydantic import ValidationError
 from server_support import (
     MODEL,
     VALID,
@@ -32,6 +34,7 @@ from fugu_lite.router_family import RouterFamily
 from fugu_lite.server import request_parsing
 from fugu_lite.server.api_error import ApiError
 from fugu_lite.server.app import ServeSettings, create_app
+from fugu_lite.server.chat_request import ChatCompletionRequest
 from fugu_lite.server.thread import ServerThread
 
 pytestmark = pytest.mark.timeout(120)
@@ -777,6 +780,18 @@ def test_an_integer_of_more_digits_than_python_reads_is_a_400(
         .chat.completions.create(model=MODEL, messages=user("hi"), seed=int("9" * 4300))
         .choices
     )
+
+
+def test_an_infinite_cost_weight_is_refused_by_the_request_model_itself() -> None:
+    """Over HTTP an infinite cost_weight never reaches the request model (the body's JSON
+    reading refuses Infinity and 1e400, and an integer beyond a float's range is no valid
+    number), but a program validating a ChatCompletionRequest itself can give one: inf
+    passes `ge=0`, and dropping _finite_cost_weight passed every test."""
+    finite = "cost_weight must be a finite number >= 0, e.g. 0.5"
+    with pytest.raises(ValidationError, match=finite):
+        ChatCompletionRequest.model_validate({**VALID, "cost_weight": math.inf})
+    largest = ChatCompletionRequest.model_validate({**VALID, "cost_weight": 1e308})
+    assert largest.cost_weight == 1e308
 
 
 @pytest.mark.parametrize(
