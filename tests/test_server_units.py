@@ -535,12 +535,36 @@ def test_a_client_leaving_is_given_up_on_once_its_cancelled_work_has_ended(fails
 
 
 async def client_leaving_is_given_up_on_once_its_cancelled_work_has_ended(fails: bool) -> None:
+    """Waited for without cancelling it (asyncio.wait, not wait_for): a wait_for's timeout
+    cancelled the work itself, so until_disconnected not cancelling it (awaiting the call
+    that hangs until its timeout) passed every test, 5 s late."""
     broke = ConnectionResetError("the upstream stream broke as it closed")
     call = CallThatHangs(cleanup_s=0.01, failure=broke if fails else None)
-    work = until_disconnected(ClientThatLeaves(call.started), call())  # type: ignore[arg-type]
+    work = asyncio.ensure_future(until_disconnected(ClientThatLeaves(call.started), call()))  # type: ignore[arg-type]
+    await asyncio.wait({work}, timeout=5)
+    if not work.done():
+        work.cancel()
+        pytest.fail("the work was not cancelled when its client left")
     with pytest.raises(ClientDisconnectedError):
-        await asyncio.wait_for(work, 5)
+        work.result()
     assert call.cancelled.is_set(), "given up on before the cancelled call had cleaned up"
+
+
+def test_work_ended_as_its_client_left_is_answered() -> None:
+    """Work that ended in the same turn as the client's leaving was seen is answered (its
+    worker answered and was paid: the decision log says ok), not given up on: taking the
+    watcher's end over the work's passed every test."""
+    asyncio.run(work_ended_as_its_client_left_is_answered())
+
+
+async def work_ended_as_its_client_left_is_answered() -> None:
+    async def quick_call() -> str:
+        return "answer"
+
+    left = asyncio.Event()
+    left.set()
+    work = until_disconnected(ClientThatLeaves(left), quick_call())  # type: ignore[arg-type]
+    assert await asyncio.wait_for(work, 5) == "answer"
 
 
 async def set_within(event: asyncio.Event, timeout_s: float) -> bool:
