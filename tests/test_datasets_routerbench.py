@@ -1023,6 +1023,28 @@ def test_a_raw_pickles_prompt_given_as_a_list_is_refused_as_no_text(tmp_path: Pa
         import_routerbench(path)
 
 
+def test_a_pickles_prompt_given_as_a_numpy_array_is_refused_saying_how_to_import_it(
+    tmp_path: Path,
+) -> None:
+    """A pickled table's prompt cell holding a numpy array of chat turns (as a list column
+    read back through numpy does) gets the list's advice: it said only "prompt must be a
+    non-empty string, got array([...])", not what to do."""
+    wide = routerbench_table().astype(object)
+    turns = np.array(["What is 2+2?", "Show your work."], dtype=object)
+    wide["prompt"] = [turns, *wide["prompt"][1:]]
+    path = tmp_path / "routerbench.pkl"
+    wide.to_pickle(path)
+    with pytest.raises(RecordFileError) as raised:
+        import_routerbench(path)
+    assert str(raised.value) == (
+        f"{path}, row 1 (sample_id=mmlu.0): prompt must be a non-empty string, got "
+        "array(['What is 2+2?', 'Show your work.'], dtype=object); routerbench takes a prompt "
+        "as one text: join the chat turns into one string, or write the table in the long "
+        "format (a row per prompt and model: prompt, worker, reward, cost), whose prompt may be "
+        'a list of chat messages ({"role": ..., "content": ...})'
+    )
+
+
 def test_cost_columns_without_a_score_column_are_named_sorted(tmp_path: Path) -> None:
     """The models of cost columns without a score column are listed sorted, whatever order a
     set of the columns gives (five such models: a lucky unsorted order is one in 120)."""

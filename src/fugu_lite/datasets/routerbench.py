@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from ..schemas import RewardRecord, warn_of_rewards_off_scale
@@ -189,9 +190,9 @@ def _row_record(
 
 
 def _prompt_text(value: object, where: str) -> str:
-    """The row's prompt, which is one text here; a pickle's list of chat turns is refused
-    saying how to import it."""
-    if isinstance(value, list | tuple):
+    """The row's prompt, which is one text here; a pickle's list of chat turns (a list, a
+    tuple or a numpy array) is refused saying how to import it."""
+    if isinstance(value, list | tuple | np.ndarray):
         raise RecordFileError(
             f"{where}: prompt must be a non-empty string, got {value!r}; routerbench takes a "
             "prompt as one text: join the chat turns into one string, or write the table in the "
