@@ -1045,6 +1045,27 @@ def test_a_pickles_prompt_given_as_a_numpy_array_is_refused_saying_how_to_import
     )
 
 
+def test_a_raw_pickles_prompt_given_as_a_numpy_array_is_refused_saying_how_to_import_it(
+    tmp_path: Path,
+) -> None:
+    """A raw pickle's numpy array prompt is compared across its sample's rows as its text, as
+    a list is: the comparison failed on "TypeError: unhashable type: 'numpy.ndarray'",
+    naming neither the file nor the row."""
+    raw = raw_routerbench_table(routerbench_table()).astype(object)
+    turns = np.array(["What is 2+2?", "Show your work."], dtype=object)
+    raw["prompt"] = [turns, turns.copy(), *raw["prompt"][2:]]
+    path = tmp_path / "routerbench_raw.pkl"
+    assert refusal_of_raw_pickle(path, raw).startswith(
+        f"{path}, the rows of sample_id=mmlu.0: prompt must be a non-empty string, got "
+        "array(['What is 2+2?', 'Show your work.'], dtype=object); routerbench takes a prompt "
+        "as one text: join the chat turns into one string"
+    )
+    raw.at[1, "prompt"] = np.array(["What is 3+3?"], dtype=object)
+    assert "sample_id 'mmlu.0' has different prompt values on its rows 1 and 2" in (
+        refusal_of_raw_pickle(path, raw)
+    )
+
+
 def test_cost_columns_without_a_score_column_are_named_sorted(tmp_path: Path) -> None:
     """The models of cost columns without a score column are listed sorted, whatever order a
     set of the columns gives (five such models: a lucky unsorted order is one in 120)."""

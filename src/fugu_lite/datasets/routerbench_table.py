@@ -282,8 +282,9 @@ def _check_one_value_per_sample(
 
 
 def _as_read(value: object, column: str, split_column: str | None) -> object:
-    """A prompt, eval_name or split cell as its record reads it, to be compared."""
-    if isinstance(value, list | dict):
+    """A prompt, eval_name or split cell as its record reads it, to be compared: a list, dict
+    or numpy array (a pickle's chat turns) by its text, as no such value can be hashed."""
+    if isinstance(value, list | dict | np.ndarray):
         return repr(value)
     if column == split_column:
         return canonical_split(value) or value
