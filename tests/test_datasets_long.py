@@ -409,13 +409,17 @@ def test_a_cost_written_with_a_currency_sign_or_unit_says_to_write_the_number_al
         ("2 M", "2000000"),
         ("3bn", "3000000000"),
         ("4k ", "4000"),
+        ("5 thousand", "5000"),  # a magnitude word, in any case
+        ("2.5 Million", "2500000"),
+        ("1 billion", "1000000000"),
     ],
 )
 def test_a_cost_with_a_multiplier_suffix_is_told_to_be_written_in_full(
     tmp_path: Path, cell: str, full: str
 ) -> None:
-    """A cost with a thousands or billions suffix ("5k", "7B") was told to "write the number
-    alone, without a currency sign or unit: 5", a cost 1000 (or 10^9) times too small."""
+    """A cost with a thousands or billions suffix ("5k", "7B") or word ("5 thousand") was
+    told to "write the number alone, without a currency sign or unit: 5", a cost 1000 (or
+    10^9) times too small."""
     path = tmp_path / "long.csv"
     assert _cost_cell_refusal(path, cell) == (
         f"{path}, line 2: cost must be a finite number, got {cell!r} (write the number alone "

@@ -80,7 +80,7 @@ def number_hint(value: object) -> str:
         return " (write numbers with a decimal point and no thousands separator: 0.5, 1000)"
     unit = UNIT_AROUND_NUMBER.fullmatch(value)
     if unit is not None and (unit["before"] or unit["after"]) and not _digits_of_a_name(unit):
-        multiplier = _MULTIPLIER_SUFFIXES.get((unit["after"] or "").strip())
+        multiplier = _multiplier(unit["after"] or "")
         if multiplier is not None:
             full = float(unit["number"]) * multiplier
             return (
@@ -98,6 +98,16 @@ _MULTIPLIER_SUFFIXES: dict[str, float] = {
     "M": 1e6,
     **dict.fromkeys(("B", "bn"), 1e9),
 }
+
+# a magnitude word after a number ("5 thousand"), read in any case
+_MULTIPLIER_WORDS: dict[str, float] = {"thousand": 1e3, "million": 1e6, "billion": 1e9}
+
+
+def _multiplier(after: str) -> float | None:
+    """What the text after a number multiplies it by: a suffix in its case ("k", "M": "m" is
+    none), a word in any case ("Thousand"); None for a unit."""
+    word = after.strip()
+    return _MULTIPLIER_SUFFIXES.get(word, _MULTIPLIER_WORDS.get(word.casefold()))
 
 
 # ISO 4217's codes (2025): three capitals before a number that are none are a name's ("GPT4")
