@@ -533,6 +533,27 @@ def test_routerbench_csv_with_pandas_index_column_is_read_without_a_warning(
     assert "Unnamed" not in caplog.text
 
 
+def test_routerbench_csv_saved_again_with_its_index_is_read_without_a_warning(
+    tmp_path: Path, caplog
+) -> None:
+    """A CSV read back and saved again with the index (to_csv's default) holds two index
+    columns, which pandas names "Unnamed: 0" and "Unnamed: 0.1": the second was warned of as
+    a model score without a cost column, and a repeated header in such a file was refused as
+    a score that is no number ("got 'gpt-4-1106-preview'"), not as the header it repeats."""
+    routerbench_table().to_csv(tmp_path / "once.csv")
+    pd.read_csv(tmp_path / "once.csv").to_csv(tmp_path / "twice.csv")
+    routerbench_table().to_csv(tmp_path / "plain.csv", index=False)
+    with caplog.at_level(logging.WARNING):
+        records = import_routerbench(tmp_path / "twice.csv")
+    assert records == import_routerbench(tmp_path / "plain.csv")
+    assert "Unnamed" not in caplog.text
+    header, *rows = (tmp_path / "twice.csv").read_text(encoding="utf-8").splitlines()
+    joined = tmp_path / "joined.csv"
+    joined.write_text("\n".join([header, rows[0], header, *rows[1:]]) + "\n", encoding="utf-8")
+    with pytest.raises(RecordFileError, match=r"row 2: repeats the header line"):
+        import_routerbench(joined)
+
+
 def test_routerbench_csv_keeps_text_as_written(tmp_path: Path) -> None:
     path = tmp_path / "rb.csv"
     path.write_text(

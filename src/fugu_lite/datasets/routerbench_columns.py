@@ -23,8 +23,9 @@ from .common import (
 
 COST_SUFFIX = "|total_cost"
 # what pandas calls a CSV column with an empty header cell: the index that to_csv writes by
-# default (0, 1, 2 ...), which was warned about as a model score "without a cost column"
-UNNAMED_COLUMN = re.compile(r"Unnamed: \d+")
+# default (0, 1, 2 ...), which was warned about as a model score "without a cost column";
+# ".1" where that name is taken (a CSV read back and saved again with its index)
+UNNAMED_COLUMN = re.compile(r"Unnamed: \d+(?:\.\d+)?")
 REQUIRED_COLUMNS: tuple[str, ...] = ("prompt", "eval_name")
 NON_MODEL_COLUMNS: tuple[str, ...] = (*REQUIRED_COLUMNS, "sample_id", "oracle_model_to_route_to")
 # routerbench_raw.pkl holds the 5-shot table in long form: a row per (sample_id, model_name)
