@@ -22,6 +22,7 @@ from fugu_lite.datasets import (
     standard_split,
 )
 from fugu_lite.datasets.common import stable_id
+from fugu_lite.datasets.routerbench_columns import named_cells
 from fugu_lite.text_reading import RecordFileError
 
 
@@ -552,6 +553,25 @@ def test_routerbench_csv_saved_again_with_its_index_is_read_without_a_warning(
     joined.write_text("\n".join([header, rows[0], header, *rows[1:]]) + "\n", encoding="utf-8")
     with pytest.raises(RecordFileError, match=r"row 2: repeats the header line"):
         import_routerbench(joined)
+
+
+@pytest.mark.parametrize("name", ["Unnamed: 0 backup", "old Unnamed: 0"])
+def test_a_column_named_with_more_than_pandas_unnamed_name_is_a_column(
+    tmp_path: Path, caplog, name: str
+) -> None:
+    """Only pandas' own name for an empty header cell ("Unnamed: 0", "Unnamed: 0.1") is left
+    out: a numeric column whose name merely holds it is warned of as a score without a cost
+    column, and its cells are compared with its name for a repeated header."""
+    table = routerbench_table()
+    table[name] = [1, 2, 3]
+    table.to_csv(tmp_path / "rb.csv", index=False)
+    with caplog.at_level(logging.WARNING):
+        import_routerbench(tmp_path / "rb.csv")
+    assert f"column(s) [{name!r}] hold numbers but have no cost column" in caplog.text
+    assert named_cells({"Unnamed: 0": 0, "Unnamed: 0.1": 1, name: 2, "prompt": "p"}) == (
+        [2, "p"],
+        [name, "prompt"],
+    )
 
 
 def test_routerbench_csv_keeps_text_as_written(tmp_path: Path) -> None:
