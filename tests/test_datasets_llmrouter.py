@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 from pathlib import Path
 
 import conftest
@@ -320,6 +321,19 @@ def test_a_downloaded_file_is_read_as_utf8_whatever_charset_its_answer_declares(
         tmp_path / "llmrouter", transport=httpx.MockTransport(latin1_header)
     )
     assert (target / "LICENSE").read_text(encoding="utf-8") == body
+
+
+def test_a_downloaded_file_is_saved_byte_for_byte(tmp_path: Path) -> None:
+    """The download is checked to be UTF-8 but saved as GitHub sent it: a BOM, CRLF line ends
+    and text beyond the BMP are kept, into a folder whose name is no UTF-8 (os.fsdecode's
+    surrogates) too."""
+    body = '\ufeff{"prompt": "café 😀"}\r\n'.encode()
+    answer = httpx.MockTransport(lambda request: httpx.Response(200, content=body))
+    folder = tmp_path / os.fsdecode(b"caf\xe9") / "llmrouter"
+    target = data_dir_module.download_llmrouter(folder, transport=answer)
+    assert [(target / name).read_bytes() for name in data_dir_module.LLMROUTER_DOWNLOADS] == [
+        body
+    ] * len(data_dir_module.LLMROUTER_DOWNLOADS)
 
 
 def test_the_download_waits_as_long_as_the_timeout_asked(
