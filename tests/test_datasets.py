@@ -461,6 +461,37 @@ def test_import_dataset_rejects_unknown_formats_and_options(tmp_path: Path) -> N
     assert import_dataset("long", path) == import_long(path)
 
 
+def test_unknown_options_are_named_sorted(tmp_path: Path) -> None:
+    """The unknown options are listed sorted, whatever order a set of them gives (five: a
+    lucky unsorted order is one in 120)."""
+    with pytest.raises(ValueError) as raised:
+        import_dataset("long", tmp_path / "x.csv", **dict.fromkeys("ecadb", "1"))
+    assert str(raised.value) == (
+        "the long importer has no option(s) ['a', 'b', 'c', 'd', 'e']; its options: "
+        "use_split_column, on_missing"
+    )
+
+
+@pytest.mark.parametrize(
+    ("format", "option", "value", "expected"),
+    [
+        # the YAML parser's problem alone, not its multi-line report of where in the string
+        ("zeroeval", "prices", "{a: [1", "prices: '{a: [1' is not valid YAML (expected ',' or "
+         "']', but got '<stream end>'); expected a mapping {a string: [a number, a number]} or "
+         "null"),
+        # the option's own problem, not put under "record" as a record's is
+        ("llmrouter", "output_tokens", "abc", "output_tokens='abc' is not valid: expected a "
+         "number (Input should be a valid number, unable to parse string as a number)"),
+    ],
+)  # fmt: skip
+def test_an_option_value_refused_is_said_in_one_line(
+    tmp_path: Path, format: str, option: str, value: str, expected: str
+) -> None:
+    with pytest.raises(ValueError) as raised:
+        import_dataset(format, tmp_path, **{option: value})
+    assert str(raised.value) == f"the {format} importer's option {expected}"
+
+
 @pytest.mark.parametrize(
     ("format", "option", "value", "expected"),
     [
