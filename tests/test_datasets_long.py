@@ -733,6 +733,18 @@ def test_a_prompt_given_as_one_message_object_says_to_give_a_list(tmp_path: Path
     )
 
 
+def test_a_prompt_object_without_a_role_is_refused_as_no_text(tmp_path: Path) -> None:
+    """Only an object with a role is told to be put in a list: another ({"text": "hi"}) is
+    refused as no text, naming it, not as a message object of no role (a KeyError)."""
+    rows = [{"prompt": {"text": "hi"}, "worker": "w1", "reward": 1}]
+    path = write_jsonl(tmp_path / "long.jsonl", rows)
+    with pytest.raises(RecordFileError) as raised:
+        import_long(path)
+    assert str(raised.value) == (
+        f"{path}, line 1: prompt must be a non-empty string, got {{'text': 'hi'}}"
+    )
+
+
 def test_a_csv_prompt_cell_holding_chat_messages_is_read_as_them(tmp_path: Path) -> None:
     """A CSV has no lists, so chat prompts reach it as text: JSON (json.dumps) or Python's
     repr (pandas' to_csv of a column of message lists). They were read as the text, brackets
