@@ -720,28 +720,35 @@ def test_long_format_chat_prompts(tmp_path: Path) -> None:
     assert result.prompt_text == "user: hi"
 
 
+def _prompt_refusal(path: Path, prompt: object) -> str:
+    """The error importing a JSON Lines file at `path` whose one row has `prompt`."""
+    write_jsonl(path, [{"prompt": prompt, "worker": "w1", "reward": 1}])
+    with pytest.raises(RecordFileError) as raised:
+        import_long(path)
+    return str(raised.value)
+
+
 def test_a_prompt_given_as_one_message_object_says_to_give_a_list(tmp_path: Path) -> None:
     """A prompt written as one message object ({"role": "user", "content": "hi"}) was refused
     as "prompt must be a non-empty string, got {...}", as if chat prompts were not read."""
-    rows = [{"prompt": {"role": "user", "content": "hi"}, "worker": "w1", "reward": 1}]
-    path = write_jsonl(tmp_path / "long.jsonl", rows)
-    with pytest.raises(RecordFileError) as raised:
-        import_long(path)
-    assert str(raised.value) == (
+    path = tmp_path / "long.jsonl"
+    assert _prompt_refusal(path, {"role": "user", "content": "hi"}) == (
         f"{path}, line 1: prompt is one message object (role 'user'), not a list of messages; "
         "a chat prompt is a list, even of one message: put it in [ ]"
     )
 
 
-def test_a_prompt_object_without_a_role_is_refused_as_no_text(tmp_path: Path) -> None:
+def test_a_prompt_object_without_a_role_is_refused_saying_what_a_prompt_is(
+    tmp_path: Path,
+) -> None:
     """Only an object with a role is told to be put in a list: another ({"text": "hi"}) is
-    refused as no text, naming it, not as a message object of no role (a KeyError)."""
-    rows = [{"prompt": {"text": "hi"}, "worker": "w1", "reward": 1}]
-    path = write_jsonl(tmp_path / "long.jsonl", rows)
-    with pytest.raises(RecordFileError) as raised:
-        import_long(path)
-    assert str(raised.value) == (
-        f"{path}, line 1: prompt must be a non-empty string, got {{'text': 'hi'}}"
+    refused as no text, saying what a prompt may be (not as a message object of no role, a
+    KeyError); it was refused with only "prompt must be a non-empty string, got {...}"."""
+    path = tmp_path / "long.jsonl"
+    assert _prompt_refusal(path, {"text": "hi"}) == (
+        f"{path}, line 1: prompt must be a non-empty string, got {{'text': 'hi'}}; a prompt is "
+        'a text, or a list of chat messages ({"role": ..., "content": ...}): write the '
+        "object's text as the prompt"
     )
 
 

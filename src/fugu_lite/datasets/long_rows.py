@@ -71,11 +71,17 @@ def _check_required(raw: dict, where: str, reward_may_miss: bool) -> None:
 
 
 def _prompt(prompt: object, where: str) -> str | list:
-    """The prompt: a list of chat messages as given, else text."""
+    """The prompt: a list of chat messages as given, else text; an object is neither."""
     if isinstance(prompt, dict) and "role" in prompt:
         raise RecordFileError(
             f"{where}: prompt is one message object (role {prompt['role']!r}), not a list of "
             "messages; a chat prompt is a list, even of one message: put it in [ ]"
+        )
+    if isinstance(prompt, dict):
+        raise RecordFileError(
+            f"{where}: prompt must be a non-empty string, got {prompt!r}; a prompt is a text, "
+            'or a list of chat messages ({"role": ..., "content": ...}): write the object\'s '
+            "text as the prompt"
         )
     problem = texts_in_a_message_list(prompt)
     if problem is not None:
