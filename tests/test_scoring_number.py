@@ -355,10 +355,17 @@ def test_number_grader_reads_unambiguous_locale_formats(answer: str, output: str
         ("350000", "答案是3十5万。", 1.0),
         ("350000", "共3十5万人", 1.0),
         ("3500000000", "约3十5亿人", 1.0),
-        ("1350000", "共1百3十5万人", 0.0),  # no part of a longer number: no guess
-        ("35", "共1百3十5万人", 0.0),
+        # hundreds and thousands before it too: "1百3十5万" is 135万 (read 5 before)
+        ("1350000", "共1百3十5万人", 1.0),
+        ("5", "共1百3十5万人", 0.0),
+        ("35000000", "答案是3千5百万。", 1.0),
+        ("100350000", "约1亿3十5万人", 1.0),  # after a larger unit, a part of it
+        # a last digit counts in the unit below the one before it, as "3千5" is 3500
+        ("35000000", "共3千5万人", 1.0),
         ("13500", "共1.3十5万人", 0.0),  # nor after a decimal
         ("350000", "共3十5 万人", 1.0),  # a space before the unit
+        ("350000", "共3 十 5 万人", 1.0),  # or around 十 (read 35)
+        ("3500000", "共3 百 5 十 万人", 1.0),
         # a decimal after a unit is no last digit: read as written, as "1.5万5" is (read
         # 35000.5, a value nobody wrote)
         ("35000.5", "答案是3万5.5", 0.0),

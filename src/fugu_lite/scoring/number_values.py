@@ -411,7 +411,7 @@ def normalise_number_text(text: str) -> str:
     text = _VULGAR_FRACTION.sub(_vulgar_fraction, text)
     text = unicodedata.normalize("NFKC", text)
     text = _CJK_BEFORE_NUMBER.sub(" ", text.replace("\u3002", ". "))
-    text = _CJK_TENS_OF_A_BIG_UNIT.sub(r"\g<tens>\g<units>", text)
+    text = _CJK_SMALL_NUMBER_OF_A_BIG_UNIT.sub(_cjk_small_number, text)
     text = _CJK_MAGNITUDE.sub(_cjk_magnitude, text)
     text = text.replace("\u2212", "-").replace("\u2013", "-").replace("{,}", ",")
     text = _LATEX_THOUSANDS.sub(",", text)
@@ -451,12 +451,17 @@ _CJK_MAGNITUDE = re.compile(
     rf"(?P<parts>(?: ?\d{{1,20}}(?:{_CJK_BIG_UNIT}|[千百十]))*+)"
     r"(?(decimals)|(?: ?(?:(?P<last_digit>[1-9])|(?P<rest>\d{2,20})))?)(?![\d万萬亿億千百十]|\.\d)"
 )
-# tens before a big unit count in it, "3十5万" is 35万 (350,000; read 50,000), written as
-# "35万" before the units are read; not in a longer number ("1百3十5万" stays as written)
-_CJK_TENS_OF_A_BIG_UNIT = re.compile(
-    r"(?<![\d.,])(?<![百千十万萬亿億] )(?<![百千十万萬亿億])(?P<tens>[1-9])十 ?(?P<units>[1-9])"
-    rf"(?= ?{_CJK_BIG_UNIT})"
+# a number of thousands, hundreds and tens before a big unit counts in it, "3十5万" is 35万
+# (350,000; read 50,000), "1百3十5万" 135万 and "3千5百万" 3500万 (read 5), written as "35万",
+# "135万", "3500万" before the units are read; a last digit counts in the unit below the one
+# before it, as "3千5" is 3500: "3千5万" is 3500万. Spaces may stand around 千, 百 and 十
+# ("3 十 5 万" read 35), not a decimal before ("1.3十5万").
+_CJK_SMALL_NUMBER_OF_A_BIG_UNIT = re.compile(
+    r"(?<![\d.,])(?<![千百十] )(?<![千百十])(?=[1-9] ?[千百十])"
+    r"(?:(?P<thousands>[1-9]) ?千 ?)?(?:(?P<hundreds>[1-9]) ?百 ?)?(?:(?P<tens>[1-9]) ?十 ?)?"
+    rf"(?P<last_digit>[1-9])?(?= ?{_CJK_BIG_UNIT})"
 )
+_CJK_SMALL_UNITS = {"thousands": 3, "hundreds": 2, "tens": 1}
 _CJK_PART = re.compile(rf" ?(?P<number>\d{{1,20}})(?P<unit>{_CJK_BIG_UNIT}|[千百十])")
 _CJK_MAGNITUDES = {"万": 4, "萬": 4, "亿": 8, "億": 8, "千": 3, "百": 2, "十": 1}
 
@@ -464,6 +469,17 @@ _CJK_MAGNITUDES = {"万": 4, "萬": 4, "亿": 8, "億": 8, "千": 3, "百": 2, "
 def _cjk_unit_digits(unit: str) -> int:
     """The power of ten of a unit, compound ones too: 4 for 万, 7 for 千万, 12 for 万亿."""
     return sum(_CJK_MAGNITUDES[character] for character in unit)
+
+
+def _cjk_small_number(match: re.Match[str]) -> str:
+    """The value of thousands, hundreds and tens before a big unit: "135" for "1百3十5"."""
+    value, digits = 0, 0
+    for group, unit_digits in _CJK_SMALL_UNITS.items():
+        if match[group]:
+            value, digits = value + int(match[group]) * 10**unit_digits, unit_digits
+    if match["last_digit"]:
+        value += int(match["last_digit"]) * 10 ** (digits - 1)
+    return str(value)
 
 
 def _cjk_magnitude(match: re.Match[str]) -> str:
