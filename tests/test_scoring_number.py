@@ -621,6 +621,10 @@ def test_number_grader_reads_a_first_line_holding_only_a_number(
         ("30", r"\boxed{3:30}", "time"),
         ("3", r"The roots are \boxed{-2, 3}", "'-2, 3'"),  # a list where one number goes
         ("7", "#### 5, 7", "'5, 7'"),
+        # also a chain's last side and the number after it (read 23 before)
+        ("23", "#### 20 + 3 = 23 or 24", "'23 or 24'"),
+        ("23", "#### 20 + 3 = 23, 24", "'23, 24'"),
+        ("23", "#### 20 + 3 = 23:30", "time"),
         # the two roots of an equation, each with its variable
         ("-3", "x = 3 or x = -3", "'3 or x = -3'"),
         ("7", "The solutions are x = 5 and x = 7.", "and"),
@@ -658,6 +662,7 @@ def test_two_numbers_as_one_answer_are_ambiguous(answer: str, output: str, why: 
         ("0.25", "The answer is 1/4 or 25%."),  # one value written two ways
         ("0.25", r"\boxed{\frac{1}{4} \text{ or } 25\%}"),
         ("7", "x = 7 or x = 7.0"),  # one root, twice
+        ("23", "#### 20 + 3 = 23 or 23.0"),
         ("7", "The answer is 3 + 4 = 7."),
         ("12", "We have x = 5 and y = 7, so x + y = 12."),
         ("5", "The answer is 5 ± 0.1 cm."),  # a tolerance, not two answers

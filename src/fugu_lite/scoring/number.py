@@ -322,9 +322,10 @@ def _last_side_of_the_chain(text: str, numbers: list[re.Match[str]]) -> re.Match
 
 
 def _answer_after_hashes(text: str) -> _Extracted | None:
-    """The first number after the last `####` (GSM8K's answer line), or why it gives none
-    (two numbers, an operation not done: "#### 20 + 3"); None when there is no `####` or no
-    number after it."""
+    """The first number after the last `####` (GSM8K's answer line), or the side after the
+    last '=' of a chain of operations it starts, or why it gives none (two numbers, an
+    operation not done: "#### 20 + 3", "#### 20 + 3 = 23 or 24"); None when there is no
+    `####` or no number after it."""
     hashes = text.rfind("####")
     if hashes < 0:
         return None
@@ -333,16 +334,19 @@ def _answer_after_hashes(text: str) -> _Extracted | None:
     no_number = _no_number_first(after, numbers)
     if no_number is not None:  # "#### 5 / 0 = 5" read 5
         return None, f"not a number (a division by zero): {clip(no_number)!r} after ####"
-    last_side = _last_side_of_the_chain(after, numbers)
-    if last_side is not None:  # "#### 20 + 3 = 23", "#### 20 + 3 + 4 = 27"
-        return found_number(last_side), "after #### and its last '='"
-    hedge = _not_one_number(after, numbers[:2], _IN_A_BOX)
+    last_side = _last_side_of_the_chain(after, numbers)  # "#### 20 + 3 = 23": 23
+    answer = 0 if last_side is None else numbers.index(last_side)
+    pair = numbers[answer : answer + 2]  # the answer and the number after it
+    hedge = _not_one_number(after, pair, _IN_A_BOX)
     if hedge is not None:
         return None, f"{hedge} after ####"
-    expression = _operation_not_done(after, numbers[:2])
-    if expression is None:
-        return (found_number(numbers[0]), "after ####") if numbers else None
-    return None, f"the answer is an expression, not a number: {expression!r} after ####"
+    expression = _operation_not_done(after, pair)
+    if expression is not None:
+        return None, f"the answer is an expression, not a number: {expression!r} after ####"
+    if not numbers:
+        return None
+    source = "after ####" if last_side is None else "after #### and its last '='"
+    return found_number(numbers[answer]), source
 
 
 def _no_number_first(text: str, numbers: list[re.Match[str]]) -> str | None:
