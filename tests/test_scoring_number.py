@@ -745,6 +745,8 @@ def test_closing_sentences_are_read_in_linear_time() -> None:
     started = time.process_time()
     assert graded(task, "5. " + "He had 8 and gave 3. " * 30_000).score is not None
     assert graded(task, "5 " + ". " * 100_000 + "8 and 3").score == 1.0
+    # the word before a number is looked for just before it, not in a run of letters before
+    assert graded(task, "5 apples. He " + "a" * 50_000 + " gave away 3.").score == 1.0
     assert time.process_time() - started < LINEAR_CPU_S
 
 
