@@ -1784,6 +1784,8 @@ def test_a_check_after_the_answer_that_works_back_to_the_question_is_no_answer(
         ("17", "#### 20 - 3 = 17", 1.0),
         ("4", "#### 12 ÷ 4 + 1 = 4", 1.0),
         ("13", "#### 20 minus 3 minus 4 = 13", 1.0),
+        # an '=' inside words after the last side ends the chain: no step of it (read 6)
+        ("12", "#### 2 * 6 = 12 cookies (each box = 6)", 1.0),
         ("27", "#### 20 + 3 x 4 = 27", 0.0),  # "x" joins no chain: "a 20 x 30 room"
         # its result before the operation counts when the operation gives it
         ("12", r"\boxed{12 = 3 \cdot 4}", 1.0),
