@@ -61,6 +61,11 @@ COT = (
         ("-0.5", r"\boxed{\frac{-1}{2}}"),  # the sign in the numerator
         ("0.75", r"\boxed{\frac34}"),
         ("1.5", r"\boxed{1\frac{1}{2}}"),  # a mixed number, not 11/2
+        # "/" is a fraction bar: "#### 20 / 4" is the number 5, as \frac{20}{4} is (while
+        # "#### 20 ÷ 4" is a division not done, no answer)
+        ("5", "#### 20 / 4"),
+        ("5", r"#### \frac{20}{4}"),
+        ("0.75", "#### 3 / 4"),
     ],
 )
 def test_number_grader_reads_the_final_number(answer: str, output: str) -> None:
@@ -1766,6 +1771,7 @@ def test_a_check_after_the_answer_that_works_back_to_the_question_is_no_answer(
         ("23", "#### 20 + 3", 0.0),  # the grader does not compute it
         ("20", "#### 20 plus 3", 0.0),
         ("12", "#### 12 ÷ 4", 0.0),
+        ("3", "#### 12 ÷ 4", 0.0),  # "÷" divides, it writes no fraction (as "12 / 4" does)
         ("23", "#### 23", 1.0),
         ("23", "#### 23\nThat is 20 + 3.", 1.0),  # the working on a later line
         ("23", "#### 20 + 3 = 23", 1.0),  # its result given counts (read 20)
