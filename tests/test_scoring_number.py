@@ -371,6 +371,7 @@ def test_number_grader_reads_unambiguous_locale_formats(answer: str, output: str
         ("350000", "共3十5 万人", 1.0),  # a space before the unit
         ("350000", "共3 十 5 万人", 1.0),  # or around 十 (read 35)
         ("3500000", "共3 百 5 十 万人", 1.0),
+        ("35000000", "共3 千 5 百 万人", 1.0),
         # a decimal after a unit is no last digit: read as written, as "1.5万5" is (read
         # 35000.5, a value nobody wrote)
         ("35000.5", "答案是3万5.5", 0.0),
@@ -1810,6 +1811,12 @@ def test_an_operation_not_done_in_a_box_or_after_hashes_is_no_answer(
     assert (result.score, result.error) == (score, None), result.detail
     if score == 0.0:
         assert "an expression" in result.detail
+
+
+def test_the_detail_says_a_chain_after_hashes_gave_its_last_side() -> None:
+    chain = graded(number_task("23"), "#### 20 + 3 = 23")
+    assert "(after #### and its last '=')" in chain.detail
+    assert "(after ####)" in graded(number_task("23"), "#### 23").detail
 
 
 @pytest.mark.parametrize(
