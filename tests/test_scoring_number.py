@@ -631,6 +631,13 @@ def test_number_grader_reads_a_first_line_holding_only_a_number(
         ("23", "#### 20 + 3 = 23 or 24", "'23 or 24'"),
         ("23", "#### 20 + 3 = 23, 24", "'23, 24'"),
         ("23", "#### 20 + 3 = 23:30", "time"),
+        # a comma before the "or" or "and", a parenthesis or a "maybe" (read 5 or 6 before)
+        ("5", "#### 5, or 6", "'5, or 6'"),
+        ("6", r"\boxed{5, \text{or } 6}", "two numbers"),
+        ("5", "#### 5, and 6", "'5, and 6'"),
+        ("5", "#### 5 (or 6)", "two numbers"),
+        ("5", "#### 5 or maybe 6", "'5 or maybe 6'"),
+        ("5", "#### 5 or possibly 6", "two numbers"),
         # the two roots of an equation, each with its variable
         ("-3", "x = 3 or x = -3", "'3 or x = -3'"),
         ("7", "The solutions are x = 5 and x = 7.", "and"),

@@ -999,10 +999,14 @@ def _stands_to_the_end(number: re.Match[str], last_said: re.Match[str] | None) -
 # end of the output or after a marker; also a list "-2, 3" alone in a box or after ####.
 # A negative number is no pair: "x = -3", "from 5 to -3", "5 -3" (a sign, not a joiner).
 # The second number may repeat its variable: the two roots "x = 3 or x = -3", "x_1 = 5, x_2 = 7".
+# Alone in a box or after ####, an alternative may also follow a comma, a parenthesis or a
+# "maybe": "#### 5, or 6", "#### 5 (or 6)", "#### 5 or maybe 6".
 _VARIABLE_AGAIN = r"(?:[A-Za-z](?:_\{?\w{1,3}\}?)?\s*=[\s$*]*)?"
 _JOINED = re.compile(rf"[\s$*]*(?:\b(?:or|and)\b[\s$*]*{_VARIABLE_AGAIN}|-)[\s$*]*", re.IGNORECASE)
 _IN_A_BOX = re.compile(
-    rf"[\s$*]*(?:(?:\b(?:or|and)\b|,)[\s$*]*{_VARIABLE_AGAIN}|-)[\s$*]*", re.IGNORECASE
+    r"[\s$*]*(?:(?:(?:,[\s$*]*)?\b(?:or|and)\b|\([\s$*]*or\b)(?:\s+(?:maybe|possibly|perhaps)\b)?"
+    rf"[\s$*]*{_VARIABLE_AGAIN}|,[\s$*]*{_VARIABLE_AGAIN}|-)[\s$*]*",
+    re.IGNORECASE,
 )
 
 
