@@ -638,6 +638,8 @@ def test_number_grader_reads_a_first_line_holding_only_a_number(
         ("5", "#### 5 (or 6)", "two numbers"),
         ("5", "#### 5 or maybe 6", "'5 or maybe 6'"),
         ("5", "#### 5 or possibly 6", "two numbers"),
+        ("5", "#### 5 or perhaps 6", "two numbers"),
+        ("5", "#### 5 (*or* 6)", "two numbers"),  # markdown inside the parenthesis
         # the two roots of an equation, each with its variable
         ("-3", "x = 3 or x = -3", "'3 or x = -3'"),
         ("7", "The solutions are x = 5 and x = 7.", "and"),
