@@ -376,6 +376,10 @@ def test_number_grader_reads_unambiguous_locale_formats(answer: str, output: str
         # 35000.5, a value nobody wrote)
         ("35000.5", "答案是3万5.5", 0.0),
         ("35000.5", "共3万5.5", 0.0),
+        # more decimals than the unit's zeros: a decimal number of ones (read 1.23456, 1e-05)
+        ("12345.6", "答案是1.23456万", 1.0),
+        ("1.23456", "答案是1.23456万", 0.0),
+        ("0.1", "答案是0.00001万元。", 1.0),
         # 千 and 百 alone, and compound units (千万 is 10^7, 万亿 10^12): read 5, 3, 30000
         ("5000", "5千", 1.0),
         ("5000", "答案是5千。", 1.0),

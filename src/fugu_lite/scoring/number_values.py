@@ -497,7 +497,16 @@ def _cjk_magnitude(match: re.Match[str]) -> str:
         return f"{value} {rest}"
     if rest is not None:
         value += int(rest)
-    return str(value.numerator) if value.denominator == 1 else match.group(0)
+    if value.denominator == 1:
+        return str(value.numerator)
+    return _decimal_text(value, len(match["decimals"]) - 1 - digits)
+
+
+def _decimal_text(value: Fraction, places: int) -> str:
+    """`value`, a number of `places` decimals, written out exactly: "12345.6" for
+    "1.23456万" (not 1.23456, nor a float's rounding)."""
+    whole, rest = divmod(int(value * 10**places), 10**places)
+    return f"{whole}.{rest:0{places}d}"
 
 
 _SMALL_NUMBER_WORDS = {word: value for word, value in NUMBER_WORDS.items() if 1 <= value <= 20}
