@@ -349,6 +349,7 @@ def test_number_grader_reads_unambiguous_locale_formats(answer: str, output: str
         # longer than the rest below 万: a number of its own, after 30000 (not 3)
         ("42345", "答案是3万12345", 0.0),
         ("30000", "答案是3万12345", 1.0),
+        ("12345", "共3万12345", 1.0),  # the last number
         # 十 before a last digit is the tens, as in "3百2十5" (325): "3十5" is 35 (read 3
         # after the marker, 5 at the end); with no digit after it, 十 is no unit ("3十分")
         ("35", "答案是3十5。", 1.0),
@@ -380,6 +381,9 @@ def test_number_grader_reads_unambiguous_locale_formats(answer: str, output: str
         ("12345.6", "答案是1.23456万", 1.0),
         ("1.23456", "答案是1.23456万", 0.0),
         ("0.1", "答案是0.00001万元。", 1.0),
+        ("10000.01", "答案是1.000001万", 1.0),
+        # it shows one decimal, as "0.1" does: too coarse to be a rounding of the key
+        ("0.1004", "答案是0.00001万元。", 0.0),
         # 千 and 百 alone, and compound units (千万 is 10^7, 万亿 10^12): read 5, 3, 30000
         ("5000", "5千", 1.0),
         ("5000", "答案是5千。", 1.0),
@@ -392,6 +396,8 @@ def test_number_grader_reads_unambiguous_locale_formats(answer: str, output: str
         ("5", "重5千克", 1.0),  # 千克 is a kilogram, 千米 a kilometre: no thousand
         ("5", "走了5千米", 1.0),
         ("5", "功率为5千瓦", 1.0),  # a kilowatt
+        ("500", "热量为500千卡", 1.0),  # a kilocalorie
+        ("5", "容量为5千升", 1.0),  # a kilolitre
     ],
 )
 def test_number_grader_reads_numbers_written_in_chinese_text(
