@@ -336,18 +336,33 @@ def test_a_torn_tail_is_cut_reading_only_the_tail(tmp_path: Path, tail: bytes) -
     assert fragment == (None if whole_lines else tail.decode("utf-8", errors="replace"))
 
 
+@pytest.mark.parametrize("length", [3 * journal.TAIL_BLOCK, journal.TAIL_BLOCK - 1])
 def test_a_torn_line_longer_than_a_block_is_cut_keeping_the_lines_before_it(
-    tmp_path: Path,
+    tmp_path: Path, length: int
 ) -> None:
     """A long answer (a model rambling to its token limit) torn mid-write is longer than the
-    block the tail is read by: the lines before it are kept whole, only it is cut and saved."""
+    block the tail is read by: the lines before it are kept whole, only it is cut and saved.
+    One a byte shorter than a block puts the newline before it at the block's first byte."""
     log = tmp_path / "r.calls.jsonl"
     whole = b'{"event": "call", "output": "4"}\n{"event": "grade", "score": 1.0}\n'
-    torn = b'{"event": "call", "output": "' + b"y" * (3 * journal.TAIL_BLOCK)
+    opening = b'{"event": "call", "output": "'
+    torn = opening + b"y" * (length - len(opening))
     log.write_bytes(whole + torn)
     fragment = journal.repair_torn_tail(log)
     assert log.read_bytes() == whole
     assert fragment == torn.decode() and Path(f"{log}.torn").read_bytes() == torn + b"\n"
+
+
+@pytest.mark.parametrize("tail", [b'["event", "call"]', b'"event"', b"17"])
+def test_a_last_line_of_json_that_is_no_object_is_cut_as_torn(tmp_path: Path, tail: bytes) -> None:
+    """Only a whole JSON object is a whole last line missing its newline: a last line of
+    other JSON (a list, a text, a number: no line of the call log) is cut and saved as a torn
+    one, not given a newline and kept."""
+    log = tmp_path / "r.calls.jsonl"
+    whole = b'{"event": "call", "output": "4"}\n'
+    log.write_bytes(whole + tail)
+    assert journal.repair_torn_tail(log) == tail.decode()
+    assert log.read_bytes() == whole and Path(f"{log}.torn").read_bytes() == tail + b"\n"
 
 
 def test_a_file_whose_only_line_is_torn_is_emptied_and_its_line_saved(tmp_path: Path) -> None:
@@ -1149,20 +1164,22 @@ def test_another_kind_of_file_given_to_collect_is_named_and_kept(
     assert given.read_text() == json.dumps(other) + "\n"
 
 
+@pytest.mark.parametrize(("key", "value"), [("grader", "number"), ("event", "call")])
 def test_a_record_carrying_a_tasks_grader_is_named_as_a_wrong_record_not_a_task(
-    tmp_path: Path,
+    tmp_path: Path, key: str, value: str
 ) -> None:
     """A record that another tool wrote with its task's `grader` beside its rewards is a
     record with a field too many, to fix or delete; a task has no rewards. Taken for a task
-    line, it was said to make the records another kind of file, 'keep it as it is'."""
+    line, it was said to make the records another kind of file, 'keep it as it is'. So is one
+    with an `event` (a tool's own mark): a call-log line has a request_hash as well."""
     records = tmp_path / "r.jsonl"
     row = {"prompt": "2 + 2?", "split": "test", "worker_ids": ["w"], "rewards": [1.0],
-           "grader": "number"}  # fmt: skip
+           key: value}  # fmt: skip
     records.write_text(json.dumps(row) + "\n")
     with pytest.raises(RecordFileError) as raised:
         list(journal.validated_lines(records, RewardRecord, "a RewardRecord"))
     message = str(raised.value)
-    assert f"{records}, line 1: not a RewardRecord (grader: Extra inputs" in message
+    assert f"{records}, line 1: not a RewardRecord ({key}: Extra inputs" in message
     assert "fix or delete that line" in message and "keep it" not in message
 
 
