@@ -7,6 +7,7 @@ import json
 import os
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from conftest import write_over_in_place_keeping_size_and_time
@@ -84,6 +85,36 @@ def test_a_damaged_digest_entry_or_an_unwritable_cache_costs_only_reading_the_fi
     monkeypatch.setenv("FUGU_LITE_CACHE_DIR", str(tmp_path / "blocked"))
     _FILE_DIGESTS.clear()
     assert file_sha256(weights) == expected
+
+
+def test_a_file_is_read_once_in_a_process_under_any_of_its_links_without_a_cache(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A process asking again for the digest of the same file, by its own path or by a link
+    to it (a hub snapshot's files are links into its blobs), reads the file once, a cache
+    folder that cannot be written too: it is remembered under the file's resolved path."""
+    import hashlib
+
+    from fugu_lite.file_digests import file_sha256
+
+    reads: list[str] = []
+    file_digest = hashlib.file_digest
+
+    def counted(handle: Any, name: str) -> Any:
+        reads.append(handle.name)
+        return file_digest(handle, name)
+
+    monkeypatch.setattr(hashlib, "file_digest", counted)
+    (tmp_path / "blocked").write_text("")  # a file where the cache folder should be
+    monkeypatch.setenv("FUGU_LITE_CACHE_DIR", str(tmp_path / "blocked"))
+    weights = tmp_path / "blobs" / "model.safetensors"
+    weights.parent.mkdir()
+    weights.write_bytes(b"weights")
+    link = tmp_path / "model.safetensors"
+    link.symlink_to(weights)
+    expected = hashlib.sha256(b"weights").hexdigest()
+    assert [file_sha256(weights), file_sha256(link), file_sha256(weights)] == [expected] * 3
+    assert reads == [str(weights)]
 
 
 def test_the_embedded_weights_keyed_by_size_alone_keep_their_caches(
