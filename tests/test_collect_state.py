@@ -546,6 +546,26 @@ def test_a_line_another_tool_appended_wrong_is_named_with_what_is_wrong(
     assert said in str(raised.value) and "fix or delete that line" in str(raised.value)
 
 
+def test_a_call_log_line_with_a_field_this_version_does_not_know_is_read(
+    tmp_path: Path,
+) -> None:
+    """A call log holds answers paid for: a line carrying a field this version does not
+    know (one a later version writes) is read, its answer and grade reused, not refused as
+    a record with a field too many is."""
+    tasks = number_tasks(2)
+    output = tmp_path / "rewards.jsonl"
+    log = default_log_path(output)
+    with StubWorker(solver(tasks)) as stub:
+        config = stub_pool(("w", stub))
+        run_collect(config, tasks, output)
+        lines = [json.loads(line) for line in log.read_text().splitlines()]
+        log.write_text("".join(json.dumps({**line, "tokens_per_s": 12.5}) + "\n" for line in lines))
+        output.unlink()
+        summary = run_collect(config, tasks, output)
+        assert len(stub.bodies) == 2  # no worker asked again
+    assert summary.complete and sorted(record_ids(output)) == sorted(t.id for t in tasks)
+
+
 @pytest.mark.parametrize("field", ["output", "error", "grade_error", "detail"])
 def test_a_log_line_holding_half_an_emoji_in_any_of_its_texts_is_written(
     tmp_path: Path, field: str
