@@ -360,6 +360,8 @@ def test_unknown_embedded_model_is_a_clear_error() -> None:
     ("content", "said"),
     [
         (b"version https://git-lfs.github.com/spec/v1\noid sha256:ab\nsize 9\n", "git lfs pull"),
+        # a text file opening as a pointer does, with no pointer's spec: not one
+        (b"version 3 of the model: see its page\n", "it starts with b'version ', not b'GGUF'"),
         (b"\n<!DOCTYPE html><html><body>model page</body></html>", "web page"),
         # saved as "UTF-8 with BOM": the BOM before the page
         (b"\xef\xbb\xbf<!DOCTYPE html><html><body>model page</body></html>", "web page"),
