@@ -62,6 +62,32 @@ def test_a_thread_variable_set_by_the_user_leaves_the_pools_as_set(
         assert set(pool_threads().values()) == {2}
 
 
+def test_a_thread_variable_set_by_the_user_leaves_torchs_threads_as_set(
+    two_thread_pools: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    previous = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        with threads.torch_fit_threads(runs_backbone=False):
+            unset = torch.get_num_threads()
+        monkeypatch.setenv("OMP_NUM_THREADS", "2")
+        with threads.torch_fit_threads(runs_backbone=False):
+            set_by_user = torch.get_num_threads()
+    finally:
+        torch.set_num_threads(previous)
+    assert (unset, set_by_user) == (1, 2)
+
+
+def test_a_thread_variable_holding_no_count_is_said_beside_one_that_sizes_the_pools(
+    two_thread_pools: None, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("OMP_NUM_THREADS", "2")
+    monkeypatch.setenv("OPENBLAS_NUM_THREADS", "two")
+    with threads.fit_threads():
+        assert set(pool_threads().values()) == {2}
+    assert "OPENBLAS_NUM_THREADS='two' is not a number of threads" in capsys.readouterr().err
+
+
 def test_the_reward_head_and_baseline_fits_run_in_one_thread(
     two_thread_pools: None, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -143,6 +169,8 @@ def test_sft_and_rl_train_a_head_on_cached_features_in_one_torch_thread(
         *[("abc", False), ("", False), ("0", False), ("-2", False), ("2.5", False)],
         ("\u00b2", False),  # a superscript two: str.isdigit takes it, int() does not
         ("\uff14", False),  # a fullwidth four: int() reads it, libgomp does not
+        ("2,x", False),  # one count per nesting level: each must be one
+        ("[b]", False),  # said as given, not read as rich markup
         *[("1", True), (" 2", True), ("4,2", True)],
     ],
 )
