@@ -317,6 +317,17 @@ def test_the_session_runs_on_torchs_thread_count(tiny: LoadedBackbone, shared_ca
         torch.set_num_threads(previous)
 
 
+@pytest.mark.parametrize("quantization", ["none", "int8"])
+def test_the_extractors_of_one_export_share_its_session(
+    tiny: LoadedBackbone, shared_cache: Path, quantization: str
+) -> None:
+    """A family of routers, or eval's configs, on one backbone: one copy of its weights."""
+    first = extractor_for(tiny, layer=3, quantization=quantization)
+    second = extractor_for(tiny, layer=3, quantization=quantization, pooling="last")
+    assert first.runtime.onnx is not None
+    assert second.runtime.onnx is first.runtime.onnx
+
+
 def test_the_session_runs_its_graph_in_sequence_on_one_pool_that_does_not_spin(
     tiny: LoadedBackbone, shared_cache: Path
 ) -> None:
