@@ -547,6 +547,46 @@ def refuse_export(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(onnx_module, "export_backbone", refuse)
 
 
+def test_an_export_torch_writes_no_file_for_is_refused_and_leaves_nothing_in_the_cache(
+    tiny: LoadedBackbone, cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    plain = extractor_for(tiny, layer=2, runtime="torch")
+    monkeypatch.setattr(torch.onnx, "export", lambda *args, **kwargs: None)
+    target = cache / "onnx" / "export"
+    with pytest.raises(OnnxRuntimeError, match="wrote no file"):
+        export_backbone(plain.truncated, plain.tokenize(PROMPTS[:2]), target)
+    assert list(target.parent.iterdir()) == []  # neither the export nor its staging folder
+
+
+def attention_implementations(module: torch.nn.Module) -> list[str]:
+    return [
+        submodule.config._attn_implementation
+        for submodule in module.modules()
+        if hasattr(getattr(submodule, "config", None), "_attn_implementation")
+    ]
+
+
+def test_the_export_traces_eager_attention_and_leaves_the_torch_backbones_as_it_was(
+    cache: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Eager attention, which ONNX Runtime ran fastest (onnx_export), is traced on a copy:
+    the backbone's own torch forward (gradients, SVF) keeps the attention it was loaded with."""
+    plain = extractor_for(tiny_random_backbone(), layer=2, runtime="torch")
+    before = attention_implementations(plain.truncated)
+    assert before and "eager" not in before
+    traced: list[list[str]] = []
+    real = torch.onnx.export
+
+    def noting_attention(model: torch.nn.Module, *args: object, **kwargs: object) -> None:
+        traced.append(attention_implementations(model))
+        real(model, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(torch.onnx, "export", noting_attention)
+    export_backbone(plain.truncated, plain.tokenize(PROMPTS[:2]), cache / "export")
+    assert traced == [["eager"] * len(before)]
+    assert attention_implementations(plain.truncated) == before
+
+
 def test_a_failed_export_falls_back_to_torch_with_a_log_line(
     tiny: LoadedBackbone,
     cache: Path,
