@@ -170,6 +170,7 @@ def test_sft_and_rl_train_a_head_on_cached_features_in_one_torch_thread(
         ("\u00b2", False),  # a superscript two: str.isdigit takes it, int() does not
         ("\uff14", False),  # a fullwidth four: int() reads it, libgomp does not
         ("2,x", False),  # one count per nesting level: each must be one
+        ("2,0", False),  # libgomp refuses a nesting level of none (OpenBLAS reads the 2)
         ("[b]", False),  # said as given, not read as rich markup
         *[("1", True), (" 2", True), ("4,2", True)],
     ],

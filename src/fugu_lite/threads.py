@@ -49,11 +49,12 @@ def pools_sized_by_user() -> bool:
 
 
 def is_thread_count(value: str) -> bool:
-    """A whole number of threads, 1 or more (OpenMP's `4,2`, one per nesting level, too)."""
+    """A whole number of threads, 1 or more (OpenMP's `4,2`, one per nesting level, too: each
+    1 or more, as libgomp refuses `2,0` whole)."""
     counts = [count.strip() for count in value.split(",")]
     # isdecimal, not isdigit: int() refuses the digits isdigit also takes ('²'); and ASCII
     # only: int() reads a fullwidth '４', which the libraries' C parsers refuse
-    return all(count.isascii() and count.isdecimal() for count in counts) and int(counts[0]) > 0
+    return all(count.isascii() and count.isdecimal() and int(count) > 0 for count in counts)
 
 
 def _say_ignored(name: str, value: str) -> None:
