@@ -173,6 +173,7 @@ def test_sft_and_rl_train_a_head_on_cached_features_in_one_torch_thread(
         ("2,0", False),  # libgomp refuses a nesting level of none (OpenBLAS reads the 2)
         ("[b]", False),  # said as given, not read as rich markup
         *[("1", True), (" 2", True), ("4,2", True)],
+        ("+2", True),  # libgomp's strtoul and OpenBLAS's atoi take the sign
     ],
 )
 def test_only_a_thread_count_in_a_thread_variable_sizes_the_pools_and_any_other_is_said(

@@ -51,7 +51,8 @@ def pools_sized_by_user() -> bool:
 def is_thread_count(value: str) -> bool:
     """A whole number of threads, 1 or more (OpenMP's `4,2`, one per nesting level, too: each
     1 or more, as libgomp refuses `2,0` whole)."""
-    counts = [count.strip() for count in value.split(",")]
+    # a leading '+' too: libgomp's strtoul and OpenBLAS's atoi read `+2` as 2
+    counts = [count.strip().removeprefix("+") for count in value.split(",")]
     # isdecimal, not isdigit: int() refuses the digits isdigit also takes ('²'); and ASCII
     # only: int() reads a fullwidth '４', which the libraries' C parsers refuse
     return all(count.isascii() and count.isdecimal() and int(count) > 0 for count in counts)
