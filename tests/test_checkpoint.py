@@ -1401,6 +1401,17 @@ def test_a_mismatchs_fix_says_what_to_do_about_each_kind_of_difference() -> None
     assert mismatch_fix([other, layer]) == f"{mismatch_fix([other])} {mismatch_fix([layer])}"
 
 
+def test_workers_given_as_a_tuple_are_compared_and_named_as_a_list() -> None:
+    """load_router takes the records' workers as any sequence: ("a", "b") is the
+    checkpoint's ["a", "b"], and a difference names both sides alike, as lists."""
+    saved = ModelConfig(backbone="tiny-random")
+    metadata = {"worker_ids": ["a", "b"], "model": saved.model_dump(mode="json")}
+    assert checkpoint_mismatches(metadata, saved, ("a", "b")) == []
+    assert checkpoint_mismatches(metadata, saved, ("b", "a")) == [
+        "workers: checkpoint ['a', 'b'] vs records ['b', 'a'] (the same workers in another order)"
+    ]
+
+
 def test_an_auto_pooling_that_cannot_be_resolved_is_not_explained(tmp_path: Path) -> None:
     """`auto` on a backbone whose config.json cannot be read stays `auto`: the difference
     explains only an `auto` that was resolved, never as '(auto = auto on this backbone)'."""
