@@ -205,6 +205,23 @@ def test_missing_costs_are_refused_naming_the_record() -> None:
         default_reference_cost([cost_record("train", [1.0, 0.0], [0.0, 0.0], "z")])
 
 
+def test_the_default_reference_cost_refuses_a_train_record_without_costs() -> None:
+    """A mean over the train records that have costs would scale every cost by some prompts'
+    mean: a train record without costs is refused, and the error ends with the caller's fix
+    (its callers check costs before they call it: no test reached this refusal)."""
+    records = [
+        cost_record("train", [1.0, 0.0], [1.0, 3.0], "t1"),
+        cost_record("train", [1.0, 0.0], None, "t2"),
+    ]
+    with pytest.raises(ValueError) as error:
+        default_reference_cost(records, "give record t2 costs")
+    said = str(error.value)
+    assert said.startswith("the default reference cost needs per-worker costs, but 1 of 2 ")
+    assert said.endswith(
+        "it is record id='t2' (train split, prompt 'prompt t2'); give record t2 costs"
+    )
+
+
 def test_parse_and_nearest_cost_weights() -> None:
     assert parse_cost_weights("1, 0,0.25,0.25") == [0.0, 0.25, 1.0]
     # -0 named its family member's folder lambda--0 (and "-0,0" kept whichever came first)
