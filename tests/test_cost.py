@@ -192,6 +192,18 @@ def test_zero_cost_weight_leaves_records_alone_and_needs_no_costs() -> None:
     }
 
 
+def test_a_configured_reference_cost_is_recorded_at_cost_weight_zero() -> None:
+    """A checkpoint of cost weight 0 records the reference cost it was configured with: eval
+    --pareto of it as a single-checkpoint family scales costs by that reference, not by the
+    mean train cost (no record needs costs for it)."""
+    records = [cost_record("train", [1.0, 0.0], None, "t1")]
+    settings = CostAware(cost_weight=0.0, reference_cost=2.5)
+    assert cost_weighting_summary(records, settings) == {
+        "cost_weight": 0.0,
+        "reference_cost": settings.reference_cost,
+    }
+
+
 def test_missing_costs_are_refused_naming_the_record() -> None:
     records = [
         cost_record("train", [1.0, 0.0], [1.0, 2.0], "t1"),
