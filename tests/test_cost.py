@@ -1528,6 +1528,41 @@ def test_load_reward_head_on_a_half_saved_head_names_the_command_to_run_once(
     )
 
 
+def test_load_reward_head_on_a_head_without_its_tensors_names_the_command_and_the_copy(
+    tmp_path: Path,
+) -> None:
+    """A head whose reward_head.safetensors was left behind (a copy of the small files
+    only) is told which command writes a reward head, and to copy the tensor file."""
+    head = CostAwareRouter(tiny_cfg(tmp_path), ["a", "b"], 8, [1], 1.0, 0.05)
+    directory = head.save_checkpoint(tmp_path / "head")
+    (directory / "reward_head.safetensors").unlink()
+    with pytest.raises(CheckpointError) as error:
+        load_reward_head(directory)
+    assert str(error.value).startswith(
+        f"{directory} is not a reward-head checkpoint: it needs reward_head.safetensors and "
+        "reward_head.json (written by `fugu-lite train reward-head`); it holds "
+        "reward_head.json without reward_head.safetensors, which it was saved with: copy it"
+    )
+
+
+def test_load_reward_head_beside_a_half_saved_router_names_the_command_that_writes_one(
+    tmp_path: Path,
+) -> None:
+    """A folder holding both checkpoints' tensor files without their metadata is told of the
+    router's stopped save, which names no reward-head command: the refusal names it."""
+    for name in ("router_head.safetensors", "reward_head.safetensors"):
+        (tmp_path / name).write_bytes(b"")
+    with pytest.raises(CheckpointError) as error:
+        load_reward_head(tmp_path)
+    said = str(error.value)
+    assert said.startswith(
+        f"{tmp_path} is not a reward-head checkpoint: it needs reward_head.safetensors and "
+        "reward_head.json (written by `fugu-lite train reward-head`); it holds "
+        "router_head.safetensors without router.json: the training that saved it was stopped"
+    )
+    assert said.count("`fugu-lite train reward-head`") == 1, said
+
+
 def test_load_reward_head_on_another_folder_names_the_command_that_writes_one(
     tmp_path: Path,
 ) -> None:
