@@ -266,23 +266,33 @@ def _example_member(directory: Path) -> str:
     return f", e.g. {directory / first.checkpoint}"
 
 
+def half_saved_kind(directory: Path) -> tuple[str, str] | None:
+    """(tensor file, metadata file) of the first kind of checkpoint the folder holds one of
+    the two files of without the other, or None: the kind `half_saved_hint` tells of."""
+    for tensors, meta in checkpoint_kinds():
+        if (directory / tensors).exists() != (directory / meta).exists():
+            return tensors, meta
+    return None
+
+
 def half_saved_hint(directory: Path) -> str:
     """A hint when the folder holds one of a checkpoint's two files without the other, or
     ''."""
-    for tensors, meta in checkpoint_kinds():
-        if (directory / tensors).exists() and not (directory / meta).exists():
-            command = _training_of(tensors, directory)
-            return (
-                f"; it holds {tensors} without {meta}: the training that saved it was "
-                f"stopped while writing the checkpoint; run it again ({command})"
-            )
-        if (directory / meta).exists() and not (directory / tensors).exists():
-            return (
-                f"; it holds {meta} without {tensors}, which it was saved with: copy it from "
-                "where the checkpoint was trained (a .gitignore of *.safetensors, or a copy of "
-                "the small files only, leaves it behind), or retrain"
-            )
-    return ""
+    kind = half_saved_kind(directory)
+    if kind is None:
+        return ""
+    tensors, meta = kind
+    if (directory / tensors).exists():
+        command = _training_of(tensors, directory)
+        return (
+            f"; it holds {tensors} without {meta}: the training that saved it was "
+            f"stopped while writing the checkpoint; run it again ({command})"
+        )
+    return (
+        f"; it holds {meta} without {tensors}, which it was saved with: copy it from "
+        "where the checkpoint was trained (a .gitignore of *.safetensors, or a copy of "
+        "the small files only, leaves it behind), or retrain"
+    )
 
 
 def _training_of(tensors: str, directory: Path) -> str:

@@ -35,6 +35,7 @@ from .checkpoint import (
     check_required_keys,
     check_shape,
     half_saved_hint,
+    half_saved_kind,
     read_metadata_object,
     read_tensors,
 )
@@ -266,12 +267,14 @@ def is_reward_head(path: str | Path) -> bool:
 
 def _not_a_reward_head(directory: Path) -> str:
     """Why the folder is no reward-head checkpoint, naming the command that writes one once:
-    a half-saved head's hint already says to run it again."""
-    hint = half_saved_hint(directory)
-    written_by = "" if TRAIN_REWARD_HEAD in hint else f" (written by {TRAIN_REWARD_HEAD})"
+    the hint on a head whose save stopped before its metadata already says to run it again."""
+    stopped = (
+        half_saved_kind(directory) == (HEAD_FILE, META_FILE) and (directory / HEAD_FILE).exists()
+    )
+    written_by = "" if stopped else f" (written by {TRAIN_REWARD_HEAD})"
     return (
         f"{directory} is not a reward-head checkpoint: it needs {HEAD_FILE} and {META_FILE}"
-        f"{written_by}{hint}"
+        f"{written_by}{half_saved_hint(directory)}"
     )
 
 
