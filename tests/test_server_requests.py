@@ -686,12 +686,13 @@ HI = b'{"model": "fugu-lite", "messages": [{"role": "user", "content": "hi"}], '
         # no parameter to name: the whole body, or a body that is no JSON after the number
         (b"NaN", "invalid_json", None),
         (HI + b'"seed": NaN,}', "invalid_json", None),
+        (HI + b'"seed": NaN, "metadata": ' + b"[" * 3000, "invalid_json", None),
         (HI + b'"user": "x",}', None, None),
     ],
     ids=["NaN", "1e400", "-Infinity", "NaN in a list", "a lone surrogate",
          "a surrogate in a message", "a surrogate in a key", "a surrogate in a key of the body",
          "two surrogates", "NaN as the body",
-         "NaN before a trailing comma", "a trailing comma"],
+         "NaN before a trailing comma", "NaN before nesting too deep", "a trailing comma"],
 )  # fmt: skip
 def test_a_body_that_is_no_json_text_says_so_in_its_error_code(
     shared_server: Running, body: bytes, code: str | None, param: str | None
