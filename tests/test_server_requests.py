@@ -665,6 +665,10 @@ def test_parallel_tool_calls_without_tools_is_a_400_naming_it(
 
 
 HI = b'{"model": "fugu-lite", "messages": [{"role": "user", "content": "hi"}], '
+# a lone surrogate, escaped in JSON text (encoded below as UTF-8, UTF-16 or UTF-32)
+SURROGATE_IN_A_MESSAGE = (
+    '{"model": "fugu-lite", "messages": [{"role": "user", "content": "a \\udc00"}]}'
+)
 
 
 @pytest.mark.parametrize(
@@ -675,8 +679,10 @@ HI = b'{"model": "fugu-lite", "messages": [{"role": "user", "content": "hi"}], '
         (HI + b'"seed": -Infinity}', "invalid_json", "seed"),
         (HI + b'"metadata": {"a": [1.5, NaN]}}', "invalid_json", "metadata.a[1]"),
         (HI + b'"user": "bad \\ud800 half pair"}', "invalid_unicode", "user"),
-        (b'{"model": "fugu-lite", "messages": [{"role": "user", "content": "a \\udc00"}]}',
-         "invalid_unicode", "messages[0].content"),
+        (SURROGATE_IN_A_MESSAGE.encode(), "invalid_unicode", "messages[0].content"),
+        # JSON in UTF-16 or UTF-32, which is read too: the escape is not in UTF-8's bytes
+        (SURROGATE_IN_A_MESSAGE.encode("utf-16"), "invalid_unicode", "messages[0].content"),
+        (SURROGATE_IN_A_MESSAGE.encode("utf-32"), "invalid_unicode", "messages[0].content"),
         # in a key: the object that holds it
         (HI + b'"metadata": {"bad \\ud800": "x"}}', "invalid_unicode", "metadata"),
         # in a key of the body itself: no param (the whole body), not ""
@@ -690,7 +696,8 @@ HI = b'{"model": "fugu-lite", "messages": [{"role": "user", "content": "hi"}], '
         (HI + b'"user": "x",}', None, None),
     ],
     ids=["NaN", "1e400", "-Infinity", "NaN in a list", "a lone surrogate",
-         "a surrogate in a message", "a surrogate in a key", "a surrogate in a key of the body",
+         "a surrogate in a message", "a surrogate in UTF-16", "a surrogate in UTF-32",
+         "a surrogate in a key", "a surrogate in a key of the body",
          "two surrogates", "NaN as the body",
          "NaN before a trailing comma", "NaN before nesting too deep", "a trailing comma"],
 )  # fmt: skip

@@ -253,16 +253,25 @@ def unencodable_escaped(error: UnicodeEncodeError) -> str:
     return error.object[error.start : error.end].encode("unicode_escape").decode("ascii")
 
 
-# How a surrogate can show in a body: a JSON escape (\\ud800) or UTF-8-style bytes (which
-# start with 0xED); without any of these the decoded payload need not be checked.
+# How a surrogate can show in a UTF-8 body: a JSON escape (\\ud800) or UTF-8-style bytes
+# (which start with 0xED); without any of these the decoded payload need not be checked.
 SURROGATE_MARKS = (b"\\ud", b"\\uD", b"\xed")
+
+
+def may_hold_surrogates(body: bytes) -> bool:
+    """Whether the payload read from `body` may hold a lone surrogate. The marks are bytes
+    of UTF-8 text, and json.loads reads UTF-16 and UTF-32 too: in those a body's "\\udc00"
+    is other bytes, went unchecked, and reached the tokenizer, which failed on it (a 500)."""
+    if not json.detect_encoding(body).startswith("utf-8"):
+        return True
+    return any(mark in body for mark in SURROGATE_MARKS)
 
 
 def check_unicode(body: bytes, payload: dict[str, Any]) -> None:
     """JSON lets a string hold half a surrogate pair (`"\\ud800"`), which is no Unicode text:
     tokenizers and UTF-8 encoders fail on it, so it is refused here as a 400, naming the
     first one in the body and its place."""
-    if not any(mark in body for mark in SURROGATE_MARKS):
+    if not may_hold_surrogates(body):
         return
     try:
         json.dumps(payload, ensure_ascii=False).encode("utf-8")  # fast: no walk in Python
