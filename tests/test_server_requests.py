@@ -764,6 +764,26 @@ def test_a_lone_surrogate_the_walk_misses_is_still_a_400_naming_it(
     )
 
 
+def test_a_value_nested_almost_too_deeply_to_read_is_a_400_at_every_depth(
+    shared_server: Running, stubs: Stubs
+) -> None:
+    """A value json.loads could just read (nested some 900 levels deep) was a 500: the error
+    quoting it wrote it out again deeper in the stack, where json.dumps raised
+    RecursionError. Each depth, up to and beyond the deepest the body is read at, is a 400."""
+    messages = {}
+    for depth in range(800, 1001):
+        response = shared_server.post(HI + b'"user": ' + b"[" * depth + b"]" * depth + b"}")
+        assert response.status_code == 400, (depth, response.text)
+        messages[depth] = response.json()["error"]["message"]
+    said = {message.partition(" (got")[0] for message in messages.values()}
+    assert said == {
+        "invalid request: user: Input should be a valid string",
+        "the request body is nested too deeply to be a chat request; send `model` and "
+        "`messages` as OpenAI's API describes them",
+    }
+    assert not any(stub.bodies for stub in stubs.workers.values())
+
+
 def test_an_integer_of_more_digits_than_python_reads_is_a_400(
     serve: Any, stubs: Stubs, caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -299,5 +299,8 @@ def check_spec_types(where: str, spec: dict[str, Any]) -> None:
 def compact(value: Any, limit: int = 80) -> str:
     """`value` as JSON for an error message, shortened to `limit` characters; text beyond
     ASCII as written ("usér", not "us\\u00e9r", in which the typo could not be seen)."""
-    text = json.dumps(value, default=str, ensure_ascii=False)
+    try:
+        text = json.dumps(value, default=str, ensure_ascii=False)
+    except RecursionError:  # json.loads read it, higher up the stack: a 500 here
+        return "a value nested too deeply to show"
     return text if len(text) <= limit else text[: limit - 3] + "..."
