@@ -781,6 +781,8 @@ def test_a_value_nested_almost_too_deeply_to_read_is_a_400_at_every_depth(
         "the request body is nested too deeply to be a chat request; send `model` and "
         "`messages` as OpenAI's API describes them",
     }
+    got = {message.partition(" (got ")[2] for message in messages.values()} - {""}
+    assert got <= {"[" * 77 + "...)", "a value nested too deeply to show)"}, got
     assert not any(stub.bodies for stub in stubs.workers.values())
 
 
