@@ -1130,6 +1130,36 @@ def test_a_file_outside_named_by_a_read_only_descriptor_is_not_changed(
     assert kept.stat().st_mode & 0o777 == 0o600 and kept.stat().st_mtime > 0
 
 
+@pytest.mark.parametrize(
+    "changing",
+    [
+        "os.setxattr(KEPT, 'user.added', b'1')",
+        "os.removexattr(KEPT, 'user.kept')",
+        "os.setxattr(os.open(KEPT, os.O_RDONLY), 'user.added', b'1')",  # by a descriptor
+        "os.removexattr(os.open(KEPT, os.O_RDONLY), 'user.kept')",
+    ],
+)
+def test_extended_attributes_of_a_file_outside_the_working_folder_are_not_changed(
+    changing: str, tmp_path: Path
+) -> None:
+    """os.setxattr and os.removexattr raised audit events the sandbox did not check: code
+    setting or removing an extended attribute of /tmp/x changed it there. In the folder,
+    they are the code's to change."""
+    kept = tmp_path / "kept"
+    kept.write_text("x")
+    try:
+        os.setxattr(kept, "user.kept", b"1")
+    except OSError:
+        pytest.skip("this file system keeps no user extended attributes")
+    result = graded(code_task(), f"import os\nKEPT = {str(kept)!r}\n{changing}\n{ADD}")
+    assert result.score == 0.0
+    assert f"{str(kept)!r} outside the working folder is not allowed" in result.detail
+    assert os.listxattr(kept) == ["user.kept"]
+    here = "open('mine', 'w').close()\nos.setxattr('mine', 'user.added', b'1')\n"
+    here += "os.removexattr('mine', 'user.added')\n"
+    assert graded(code_task(), f"import os\n{here}{ADD}").score == 1.0
+
+
 def test_names_relative_to_the_working_folder_opened_as_dir_fd_are_the_codes_to_write(
     tmp_path: Path,
 ) -> None:

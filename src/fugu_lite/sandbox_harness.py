@@ -187,7 +187,7 @@ PATH_EVENTS = {
     "os.truncate": ((0, None),), "os.link": ((0, 2), (1, 3)), "os.symlink": ((1, 2),),
     "os.utime": ((0, 3),), "shutil.rmtree": ((0, 1),),
     "shutil.move": ((0, None), (1, None)), "shutil.copyfile": ((1, None),),
-    "os.chflags": ((0, None),),
+    "os.chflags": ((0, None),), "os.setxattr": ((0, None),), "os.removexattr": ((0, None),),
 }
 WRITE_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
 
