@@ -1131,6 +1131,71 @@ def test_a_file_outside_named_by_a_read_only_descriptor_is_not_changed(
 
 
 @pytest.mark.parametrize(
+    ("changing", "refused"),
+    [
+        ("os.truncate(KEPT, 0)", "os.truncate on {kept}"),
+        # a hard link in the folder to a file outside: writing it would write that file
+        ("os.link(KEPT, 'linked')", "os.link on {kept}"),
+        ("os.link('kept', 'linked', src_dir_fd=OUTSIDE)", "os.link on 'kept' in {folder}"),
+        ("os.rename('kept', 'moved', src_dir_fd=OUTSIDE)", "os.rename on 'kept' in {folder}"),
+        # refused at once, not passed to onerror as each removal inside would be
+        ("shutil.rmtree(KEPT_FOLDER, ignore_errors=True)", "shutil.rmtree on {kept_folder}"),
+        (
+            "shutil.rmtree('kept_folder', dir_fd=OUTSIDE, ignore_errors=True)",
+            "shutil.rmtree on 'kept_folder' in {folder}",
+        ),
+        ("shutil.move(KEPT, 'moved')", "shutil.move on {kept}"),
+        ("shutil.move('mine', MADE)", "shutil.move on {made}"),
+        ("shutil.copyfile('mine', MADE)", "shutil.copyfile on {made}"),
+        # os.chflags exists on BSD and macOS only: its event, raised as os.chflags would
+        ("sys.audit('os.chflags', KEPT, 0)", "os.chflags on {kept}"),
+    ],
+)
+def test_each_checked_call_on_a_file_outside_the_working_folder_is_refused_by_name(
+    changing: str, refused: str, tmp_path: Path
+) -> None:
+    """Each call the sandbox checks, made on a file outside the working folder, is refused
+    naming the call and the file, and leaves it as it was."""
+    kept, kept_folder, made = tmp_path / "kept", tmp_path / "kept_folder", tmp_path / "made"
+    kept.write_text("x")
+    kept_folder.mkdir()
+    names = {"KEPT": kept, "KEPT_FOLDER": kept_folder, "MADE": made}
+    setup = "".join(f"{name} = {str(path)!r}\n" for name, path in names.items())
+    setup += f"OUTSIDE = os.open({str(tmp_path)!r}, os.O_RDONLY)\nopen('mine', 'w').close()\n"
+    result = graded(code_task(), f"import os, shutil, sys\n{setup}{changing}\n{ADD}")
+    paths = {name.lower(): repr(str(path)) for name, path in names.items()}
+    refused = refused.format(folder=f"{str(tmp_path)!r} (its dir_fd)", **paths)
+    assert result.score == 0.0
+    assert f"{refused} outside the working folder is not allowed" in result.detail
+    assert kept.read_text() == "x" and kept_folder.is_dir() and not made.exists()
+
+
+def test_each_checked_call_on_a_file_in_the_working_folder_is_the_codes_to_make() -> None:
+    calls = [
+        "open('kept', 'w').write('x')",
+        "os.mkdir('folder')",
+        "os.chmod('kept', 0o600)",
+        "os.chown('kept', -1, -1)",
+        "os.utime('kept', (0, 0))",
+        "os.truncate('kept', 0)",
+        "os.link('kept', 'linked')",
+        "os.symlink('kept', 'pointing')",
+        "os.rename('linked', 'renamed')",
+        "os.remove('renamed')",
+        "shutil.copyfile('kept', 'copied')",
+        "shutil.move('copied', 'folder')",
+        "shutil.rmtree('folder')",
+        "os.mkdir('empty')",
+        "os.rmdir('empty')",
+        "sys.audit('os.chflags', 'kept', 0)",
+    ]
+    code = "import os, shutil, sys\n" + "\n".join(calls) + "\n"
+    code += "if sorted(os.listdir('.')) != ['kept', 'pointing']:\n"
+    code += "    raise OSError(os.listdir('.'))\n"
+    assert graded(code_task(), code + ADD).score == 1.0
+
+
+@pytest.mark.parametrize(
     "changing",
     [
         "os.setxattr(KEPT, 'user.added', b'1')",
