@@ -1282,6 +1282,31 @@ def test_a_function_under_another_name_says_what_the_code_defines() -> None:
     assert "the code defines" not in raised.detail
 
 
+@pytest.mark.parametrize(
+    ("imported", "used", "module"),
+    [
+        ("from math import isclose", "math.isclose(add(0.1, 0.2), 0.3)", "math"),
+        # the dotted module bound under another name: `xml` itself is not
+        (
+            "import xml.etree.ElementTree as ET",
+            "add(xml.etree.ElementTree.XML('<a/>').tag, 'b')",
+            "xml",
+        ),
+    ],
+)
+def test_a_module_the_tests_use_but_neither_imports_is_not_named_as_a_call(
+    imported: str, used: str, module: str
+) -> None:
+    """Tests relying on the code's import of a module (`math.isclose(...)` after the code's
+    `from math import isclose`) said "the code defines add(), not math()": the tests call no
+    math()."""
+    result = graded(code_task(f"assert {used}\n"), f"{imported}\n{ADD}")
+    assert result.score == 0.0
+    hint = f"name {module!r} is not defined (the tests use {module}, which neither they nor"
+    assert hint in result.detail
+    assert "the code defines" not in result.detail
+
+
 def test_a_lone_surrogate_in_the_answer_is_graded_not_a_grading_failure() -> None:
     # a JSON reply may hold "\ud83d" (half an emoji), which UTF-8 cannot encode
     commented = graded(code_task(), ADD.replace("a + b", "a + b  # \ud83d"))

@@ -33,6 +33,11 @@ test_functions = [
     if isinstance(node, ast.FunctionDef) and node.name.startswith("test")
 ]
 total = sum(map(holds_assert, tests_tree.body)) + len(test_functions)
+# the names the tests call (`add(1, 2)`), not those they only use (`math.isclose`, `MAX`)
+called_by_tests = {
+    node.func.id for node in ast.walk(tests_tree)
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+}
 
 
 def emit(**event):
@@ -62,8 +67,13 @@ def short_error(error):
     if isinstance(error, NameError) and getattr(error, "name", None) and raised_in_tests(error):
         if error.name in failed_setup:  # the tests' own set-up line that sets it failed
             text += " (" + failed_setup[error.name] + ")"
-        else:
+        elif error.name in called_by_tests:
             text += " (" + defined_functions_hint(error.name) + ")"
+        else:  # a module the code imported for them (`from math import isclose`), a constant
+            text += (
+                f" (the tests use {error.name}, which neither they nor the code define or"
+                " import)"
+            )
     return text
 
 
