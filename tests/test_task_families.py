@@ -957,6 +957,17 @@ def test_every_code_maker_varies_its_task_over_draws() -> None:
         assert any(f"followed by the name and '{mark}'" in prompt for prompt in prompts), mark
 
 
+def test_a_sum_above_threshold_is_each_whole_number_from_0_to_10() -> None:
+    """sum_above's threshold ("greater than t") is drawn from 0 to 10: a maker drawing from
+    another range passed every test, yet changed every sum_above task a seed gives (its
+    prompt, its asserts), and its fixed lists are set about that range ([1, 5, 12, 20] keeps
+    numbers above each threshold; t = 0 is the draw where summing `x >= t` is right too)."""
+    (maker,) = [m for m in FAMILIES["code"][2] if m.__name__ == "_code_sum_above"]
+    drafts = [maker(random.Random(draw)) for draw in range(200)]
+    thresholds = {number_in(str(draft["prompt"]), "greater than") for draft in drafts}
+    assert thresholds == set(range(0, 11))
+
+
 def reference_nodes(maker: Callable[[random.Random], dict]) -> list[ast.AST]:
     """The syntax nodes of the reference solution of a maker's first draw."""
     return list(ast.walk(ast.parse(str(maker(random.Random(0))["answer"]))))
