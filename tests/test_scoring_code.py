@@ -1595,6 +1595,28 @@ def test_a_name_a_failed_set_up_line_would_have_set_is_not_blamed_on_the_code() 
     assert "the code defines" not in result.detail
 
 
+@pytest.mark.parametrize(
+    ("setting", "named"),
+    [
+        ("from solution import add", "add"),  # the code named it plus
+        ("from solution import add as total", "total"),
+        ("import solution.helpers", "solution"),  # a dotted import sets its first name
+        ("class Case:\n    result = plus(1, 2)", "Case"),
+        ("def expected(result=plus(1, 2)):\n    return result", "expected"),
+    ],
+)
+def test_a_name_a_failed_import_class_or_def_would_have_set_names_that_line(
+    setting: str, named: str
+) -> None:
+    """A set-up line that imports, or defines a class or a function, and raised: the names
+    it would have set are blamed on it, not on the code's naming."""
+    tests = f"{setting}\nassert {named} is not None\n"
+    result = graded(code_task(tests), "def plus(a, b):\n    raise ValueError('one')\n")
+    assert result.score == 0.0, result.error
+    blamed = f"name {named!r} is not defined (the tests' set-up line 1, which sets it"
+    assert blamed in result.detail
+
+
 def test_code_may_set_its_own_stack_limit_but_not_raise_a_hard_limit() -> None:
     # a competitive-programming idiom for deep recursion; every setrlimit used to be refused
     stack = (
