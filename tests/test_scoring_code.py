@@ -1360,6 +1360,7 @@ def test_a_sandbox_failing_before_the_code_shows_the_end_of_its_error_output(
     assert result.status == "internal_error"
     assert result.detail.startswith("the sandbox failed before running the code (exit 1): ")
     assert result.detail.endswith("broken here")
+    assert (result.passed, result.total, result.tests) == (0, 0, [])  # no test it never ran
 
 
 def test_concurrent_sandboxes_all_finish() -> None:
