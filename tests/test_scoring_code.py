@@ -1134,6 +1134,7 @@ def test_a_file_outside_named_by_a_read_only_descriptor_is_not_changed(
     ("changing", "refused"),
     [
         ("os.truncate(KEPT, 0)", "os.truncate on {kept}"),
+        ("os.open(KEPT, os.O_RDONLY | os.O_TRUNC)", "os.open writing {kept}"),  # empties it
         # a hard link in the folder to a file outside: writing it would write that file
         ("os.link(KEPT, 'linked')", "os.link on {kept}"),
         ("os.link('kept', 'linked', src_dir_fd=OUTSIDE)", "os.link on 'kept' in {folder}"),
@@ -1174,6 +1175,8 @@ def test_each_checked_call_on_a_file_in_the_working_folder_is_the_codes_to_make(
     calls = [
         "open('kept', 'w').write('x')",
         "os.mkdir('folder')",
+        "os.makedirs('.', exist_ok=True)",  # the working folder itself
+        "os.chmod('.', 0o700)",
         "os.chmod('kept', 0o600)",
         "os.chown('kept', -1, -1)",
         "os.utime('kept', (0, 0))",
@@ -1634,6 +1637,9 @@ def test_code_may_set_its_own_stack_limit_but_not_raise_a_hard_limit() -> None:
         result = graded(code_task(), raising)
         assert result.score == 0.0
         assert "raising a hard resource limit is not allowed" in result.detail
+    # below 0 but not RLIM_INFINITY (-1): a limit as large as an unsigned number holds
+    below_zero = f"import resource\nresource.setrlimit(resource.RLIMIT_CPU, (-2, -2))\n{ADD}"
+    assert "raising a hard resource limit is not allowed" in graded(code_task(), below_zero).detail
 
 
 @pytest.mark.parametrize(
