@@ -188,10 +188,23 @@ def test_a_file_cut_short_inside_a_text_holding_a_quote_is_said_to_be_cut_short(
         read_json(scores)
 
 
-def test_a_json_line_that_is_not_an_object_is_refused(tmp_path: Path) -> None:
-    path = write_lines(tmp_path / "list.jsonl", [json.dumps(good_row(1)), "[1, 2, 3]"])
-    with pytest.raises(RecordFileError, match=r"line 2: expected a JSON object, got list"):
+@pytest.mark.parametrize(
+    ("line", "kind"),
+    [("[1, 2, 3]", "an array"), ('"hello"', "a string"), ("42", "a number"), ("null", "null")],
+)
+def test_a_json_line_that_is_not_an_object_says_how_to_write_it(
+    tmp_path: Path, line: str, kind: str
+) -> None:
+    """A line holding a JSON value that is no object was refused as "expected a JSON object,
+    got list" (or "got NoneType" for null), which named Python's type and not what to write."""
+    path = write_lines(tmp_path / "list.jsonl", [json.dumps(good_row(1)), line])
+    with pytest.raises(RecordFileError) as error:
         read_records(path)
+    assert str(error.value) == (
+        f"{path}, line 2: expected a JSON object ({{...}}), got {kind}: each line of a JSON "
+        "Lines file holds one JSON object; write each row as an object on a line of its own "
+        "(json.dumps(row) for each row), or delete that line"
+    )
 
 
 @pytest.mark.parametrize("indent", [None, 2])

@@ -339,7 +339,9 @@ def test_bad_json_and_non_objects(tmp_path: Path) -> None:
     assert "line 2: not valid JSON" in read_error(tmp_path, [GOOD, "{'id': 'q2'"])
     # a list of tasks on line 1 (a .json): "expected a JSON object, got list" did not say
     assert "line 1: the file holds a JSON list, not JSON Lines" in read_error(tmp_path, [[GOOD]])
-    assert "line 2: expected a JSON object, got list" in read_error(tmp_path, [GOOD, [GOOD]])
+    assert "line 2: expected a JSON object ({...}), got an array" in read_error(
+        tmp_path, [GOOD, [GOOD]]
+    )
 
 
 @pytest.mark.parametrize("line", [1, 2])

@@ -344,7 +344,10 @@ def _plain_not_json_message(
 def _checked_object(path: Path, line_number: int, line: str, value: object) -> dict:
     if not isinstance(value, dict):
         raise RecordFileError(
-            f"{path}, line {line_number}: expected a JSON object, got {type(value).__name__}"
+            f"{path}, line {line_number}: expected a JSON object ({{...}}), got "
+            f"{json_kind(value)}: each line of a JSON Lines file holds one JSON object; write "
+            "each row as an object on a line of its own (json.dumps(row) for each row), or "
+            "delete that line"
         )
     check_no_lone_surrogate(line, value, f"{path}, line {line_number}")
     return value
