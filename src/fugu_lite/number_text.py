@@ -100,13 +100,20 @@ _MULTIPLIER_SUFFIXES: dict[str, float] = {
 }
 
 # a magnitude word after a number ("5 thousand"), read in any case
-_MULTIPLIER_WORDS: dict[str, float] = {"thousand": 1e3, "million": 1e6, "billion": 1e9}
+_MULTIPLIER_WORDS: dict[str, float] = {
+    "thousand": 1e3,
+    "million": 1e6,
+    "billion": 1e9,
+    "trillion": 1e12,
+}
 
 
 def _multiplier(after: str) -> float | None:
-    """What the text after a number multiplies it by: a suffix in its case ("k", "M": "m" is
-    none), a word in any case ("Thousand"); None for a unit."""
-    word = after.strip()
+    """What the text after a number multiplies it by: its first word, a suffix in its case
+    ("k", "M": "m" is none) or a word in any case ("Thousand"), with or without a unit after
+    it ("5 thousand tokens"); None for a unit."""
+    words = after.split()
+    word = words[0] if words else ""
     return _MULTIPLIER_SUFFIXES.get(word, _MULTIPLIER_WORDS.get(word.casefold()))
 
 
