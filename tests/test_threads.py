@@ -174,6 +174,10 @@ def test_sft_and_rl_train_a_head_on_cached_features_in_one_torch_thread(
         ("[b]", False),  # said as given, not read as rich markup
         *[("1", True), (" 2", True), ("4,2", True)],
         ("+2", True),  # libgomp's strtoul and OpenBLAS's atoi take the sign
+        # libgomp reads a count as a long: 2**63 - 1 is its largest ("Invalid value" past it)
+        ("9223372036854775807", True),
+        *[("9223372036854775808", False), ("99999999999999999999999", False)],
+        ("2,9223372036854775808", False),
     ],
 )
 def test_only_a_thread_count_in_a_thread_variable_sizes_the_pools_and_any_other_is_said(

@@ -48,14 +48,22 @@ def pools_sized_by_user() -> bool:
     return sized
 
 
+# libgomp reads a count with strtoul and refuses one that is no positive long ("Invalid
+# value" for 2**63 and past it, as for an overflow of strtoul)
+MAX_THREAD_COUNT = 2**63 - 1
+
+
 def is_thread_count(value: str) -> bool:
-    """A whole number of threads, 1 or more (OpenMP's `4,2`, one per nesting level, too: each
-    1 or more, as libgomp refuses `2,0` whole)."""
+    """A whole number of threads, 1 to MAX_THREAD_COUNT (OpenMP's `4,2`, one per nesting level,
+    too: each a count, as libgomp refuses `2,0` whole)."""
     # a leading '+' too: libgomp's strtoul and OpenBLAS's atoi read `+2` as 2
     counts = [count.strip().removeprefix("+") for count in value.split(",")]
     # isdecimal, not isdigit: int() refuses the digits isdigit also takes ('²'); and ASCII
     # only: int() reads a fullwidth '４', which the libraries' C parsers refuse
-    return all(count.isascii() and count.isdecimal() and int(count) > 0 for count in counts)
+    return all(
+        count.isascii() and count.isdecimal() and 0 < int(count) <= MAX_THREAD_COUNT
+        for count in counts
+    )
 
 
 def _say_ignored(name: str, value: str) -> None:
@@ -63,8 +71,9 @@ def _say_ignored(name: str, value: str) -> None:
         return
     _SAID_IGNORED.add((name, value))
     console.print(
-        f"{name}={value!r} is not a number of threads (a whole number, 1 or more), so the "
-        "numeric libraries ignore it; fugu-lite sizes its fits' threads as if it were unset. "
+        f"{name}={value!r} is not a number of threads (a whole number, 1 or more and below "
+        "2**63), so the numeric libraries ignore it; fugu-lite sizes its fits' threads as if "
+        "it were unset. "
         f"Set it to a number of threads (e.g. {name}=1), or unset it.",
         markup=False,
         style="yellow",
