@@ -50,6 +50,11 @@ BAD_INPUTS = [
      "not valid JSON: Invalid control character at line 1, column 13"),
     ("empty body", b"", 400, "empty"),
     ("a body of blank lines", b" \r\n\r\n", 400, "the request body is empty; send a JSON object"),
+    # a form feed or vertical tab is no JSON whitespace: bytes.strip() took them for blanks, and
+    # the body was told it was empty
+    ("a form feed alone", b"\x0c", 400, "not valid JSON: Expecting value at line 1, column 1"),
+    ("a vertical tab alone", b" \x0b\n", 400,
+     "not valid JSON: Expecting value at line 1, column 2"),
     # it said "got a JSON list", and of null "a JSON NoneType", in Python's words
     ("array body", b"[1, 2]", 400,
      "must be a JSON object with `model` and `messages`, got an array"),

@@ -35,9 +35,14 @@ def parse_request(
     return request
 
 
+# RFC 8259's whitespace; bytes.strip() also strips \x0b and \x0c, which JSON has not: a body
+# of a form feed was told it was empty, not that it is no JSON.
+JSON_WHITESPACE = b" \t\n\r"
+
+
 def json_object(body: bytes, content_type: str | None) -> dict[str, Any]:
     """The body read as a JSON object, or an ApiError saying why it is not one."""
-    if not body.strip():
+    if not body.strip(JSON_WHITESPACE):
         raise ApiError(400, "the request body is empty; send a JSON object with `model` and "
                        "`messages`")  # fmt: skip
     try:
