@@ -70,6 +70,15 @@ BAD_INPUTS = [
     ("latin-1 text", b'{"model": "caf\xe9 au lait"}', 400,
      "the request body is not UTF-8 text (the byte 0xe9 at offset 14: invalid continuation "
      "byte); send the JSON encoded as UTF-8 (Latin-1 and Windows-1252 text is not)"),
+    # json.loads reads UTF-16 and UTF-32 too, which RFC 8259 (section 8.1) does not allow
+    # between systems: such a body was answered, though other text not UTF-8 was refused
+    ("a request in UTF-16", json.dumps(VALID).encode("utf-16"), 400,
+     "the request body is not UTF-8 text: it looks UTF-16 encoded; JSON sent between systems "
+     "must be UTF-8 (RFC 8259, section 8.1): send the JSON encoded as UTF-8"),
+    ("a request in UTF-16 without a byte-order mark", json.dumps(VALID).encode("utf-16-be"), 400,
+     "not UTF-8 text: it looks UTF-16-BE encoded"),
+    ("a request in UTF-32", json.dumps(VALID).encode("utf-32"), 400,
+     "not UTF-8 text: it looks UTF-32 encoded"),
     ("missing messages", {"model": MODEL}, 400, "messages: is required"),
     ("missing model", {"messages": VALID["messages"]}, 400, "model: is required"),
     ("empty messages", {**VALID, "messages": []}, 400, "at least one message"),
@@ -685,9 +694,10 @@ SURROGATE_IN_A_MESSAGE = (
         (HI + b'"metadata": {"a": [1.5, NaN]}}', "invalid_json", "metadata.a[1]"),
         (HI + b'"user": "bad \\ud800 half pair"}', "invalid_unicode", "user"),
         (SURROGATE_IN_A_MESSAGE.encode(), "invalid_unicode", "messages[0].content"),
-        # JSON in UTF-16 or UTF-32, which is read too: the escape is not in UTF-8's bytes
-        (SURROGATE_IN_A_MESSAGE.encode("utf-16"), "invalid_unicode", "messages[0].content"),
-        (SURROGATE_IN_A_MESSAGE.encode("utf-32"), "invalid_unicode", "messages[0].content"),
+        # JSON in UTF-16 or UTF-32 (where the escape is not in UTF-8's bytes): refused as not
+        # UTF-8, as a Latin-1 body is, before any surrogate is looked for
+        (SURROGATE_IN_A_MESSAGE.encode("utf-16"), None, None),
+        (SURROGATE_IN_A_MESSAGE.encode("utf-32"), None, None),
         # in a key: the object that holds it
         (HI + b'"metadata": {"bad \\ud800": "x"}}', "invalid_unicode", "metadata"),
         # in a key of the body itself: no param (the whole body), not ""
@@ -718,6 +728,30 @@ def test_a_body_that_is_no_json_text_says_so_in_its_error_code(
     assert response.status_code == 400, response.text
     error = response.json()["error"]
     assert (error["type"], error["param"], error["code"]) == ("invalid_request_error", param, code)
+
+
+@pytest.mark.parametrize("encoding", ["utf-16", "utf-32-le"])
+def test_a_lone_surrogate_in_utf16_or_utf32_is_refused_for_its_encoding(
+    shared_server: Running, encoding: str
+) -> None:
+    """A body in UTF-16 or UTF-32 holding "\\udc00" reached the tokenizer once (a 500); it is
+    now refused for its encoding, which names the encoding and what to send instead."""
+    response = shared_server.post(SURROGATE_IN_A_MESSAGE.encode(encoding))
+    assert response.status_code == 400, response.text
+    message = response.json()["error"]["message"]
+    assert f"it looks {encoding.upper()} encoded" in message, message
+    assert message.endswith("send the JSON encoded as UTF-8"), message
+
+
+def test_a_request_in_utf8_with_a_byte_order_mark_is_answered(
+    shared_server: Running, stubs: Stubs
+) -> None:
+    """A UTF-8 body with a byte-order mark (RFC 8259 lets a reader ignore one) is read as
+    the same request: refusing encodings other than UTF-8 must not refuse it."""
+    response = shared_server.post(b"\xef\xbb\xbf" + json.dumps(VALID).encode())
+    assert response.status_code == 200, response.text
+    sent = stubs.workers[response.headers["x-fugu-worker"]].bodies[-1]
+    assert sent["messages"] == VALID["messages"]
 
 
 @pytest.mark.parametrize(

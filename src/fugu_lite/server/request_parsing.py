@@ -45,6 +45,9 @@ def json_object(body: bytes, content_type: str | None) -> dict[str, Any]:
     if not body.strip(JSON_WHITESPACE):
         raise ApiError(400, "the request body is empty; send a JSON object with `model` and "
                        "`messages`")  # fmt: skip
+    encoding = json.detect_encoding(body)
+    if not encoding.startswith("utf-8"):  # "utf-8-sig": UTF-8 with a byte-order mark, read
+        raise ApiError(400, not_utf8_encoding_text(encoding))
     try:
         payload = json.loads(
             body, parse_constant=not_a_json_number, parse_float=finite_float, parse_int=whole_number
@@ -96,6 +99,16 @@ def not_utf8_text(error: UnicodeDecodeError) -> str:
     return (
         f"the request body is not UTF-8 text (the byte {byte:#04x} at offset {error.start}: "
         f"{error.reason}); send the JSON encoded as UTF-8 (Latin-1 and Windows-1252 text is not)"
+    )
+
+
+def not_utf8_encoding_text(encoding: str) -> str:
+    """For a body json.loads would read as UTF-16 or UTF-32 (`encoding`, as
+    json.detect_encoding guesses it from a byte-order mark or NUL bytes), which RFC 8259
+    does not allow between systems: which encoding, and what to send instead."""
+    return (
+        f"the request body is not UTF-8 text: it looks {encoding.upper()} encoded; JSON sent "
+        "between systems must be UTF-8 (RFC 8259, section 8.1): send the JSON encoded as UTF-8"
     )
 
 
@@ -265,10 +278,8 @@ SURROGATE_MARKS = (b"\\ud", b"\\uD", b"\xed")
 
 def may_hold_surrogates(body: bytes) -> bool:
     """Whether the payload read from `body` may hold a lone surrogate. The marks are bytes
-    of UTF-8 text, and json.loads reads UTF-16 and UTF-32 too: in those a body's "\\udc00"
-    is other bytes, went unchecked, and reached the tokenizer, which failed on it (a 500)."""
-    if not json.detect_encoding(body).startswith("utf-8"):
-        return True
+    of UTF-8 text: json_object refuses a body in UTF-16 or UTF-32, where a "\\udc00" is
+    other bytes (it went unchecked, and reached the tokenizer, which failed on it: a 500)."""
     return any(mark in body for mark in SURROGATE_MARKS)
 
 
