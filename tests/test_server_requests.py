@@ -50,6 +50,7 @@ BAD_INPUTS = [
      "not valid JSON: Invalid control character at line 1, column 13"),
     ("empty body", b"", 400, "empty"),
     ("a body of blank lines", b" \r\n\r\n", 400, "the request body is empty; send a JSON object"),
+    ("a body of tabs", b"\t\t\n", 400, "the request body is empty; send a JSON object"),
     # a form feed or vertical tab is no JSON whitespace: bytes.strip() took them for blanks, and
     # the body was told it was empty
     ("a form feed alone", b"\x0c", 400, "not valid JSON: Expecting value at line 1, column 1"),
