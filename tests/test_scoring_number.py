@@ -398,6 +398,10 @@ def test_number_grader_reads_unambiguous_locale_formats(answer: str, output: str
         ("5", "功率为5千瓦", 1.0),  # a kilowatt
         ("500", "热量为500千卡", 1.0),  # a kilocalorie
         ("5", "容量为5千升", 1.0),  # a kilolitre
+        ("5", "释放了5千焦的热量", 1.0),  # a kilojoule
+        ("5", "频率为5千赫", 1.0),  # a kilohertz
+        ("5", "压强为5千帕", 1.0),  # a kilopascal
+        ("5", "电压为5千伏", 1.0),  # a kilovolt
     ],
 )
 def test_number_grader_reads_numbers_written_in_chinese_text(
