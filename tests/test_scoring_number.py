@@ -37,6 +37,8 @@ COT = (
         ("18", "#### 18\nShe sells 9 eggs at $2 each."),  # the first number after ####
         ("12", "#### 12\nNote: 1/0 is undefined."),  # no division by zero before it
         ("120", "#### 120 = 2 hours"),  # an '=' after no operation ends no chain
+        ("12", "#### 12 = 12"),
+        ("5", "#### 5 = 5 apples"),
         ("18", "She makes 17.\n#### 17\nWait, I forgot one egg: 18.\n#### 18"),  # the last ####
         ("-7", "The temperature dropped to −7 degrees."),
         ("-7", "x = -7"),
@@ -645,6 +647,9 @@ def test_number_grader_reads_a_first_line_holding_only_a_number(
         ("23", "#### 20 + 3 = 23 or 24", "'23 or 24'"),
         ("23", "#### 20 + 3 = 23, 24", "'23, 24'"),
         ("23", "#### 20 + 3 = 23:30", "time"),
+        # and after the last side of an '=' with no operation (read 12 before)
+        ("12", "#### 12 = 12 or 13", "'12 or 13'"),
+        ("12", "#### 12 = 12, 13", "'12, 13'"),
         # a comma before the "or" or "and", a parenthesis or a "maybe" (read 5 or 6 before)
         ("5", "#### 5, or 6", "'5, or 6'"),
         ("6", r"\boxed{5, \text{or } 6}", "two numbers"),
@@ -692,6 +697,7 @@ def test_two_numbers_as_one_answer_are_ambiguous(answer: str, output: str, why: 
         ("0.25", r"\boxed{\frac{1}{4} \text{ or } 25\%}"),
         ("7", "x = 7 or x = 7.0"),  # one root, twice
         ("23", "#### 20 + 3 = 23 or 23.0"),
+        ("12", "#### 12 = 12 or 12.0"),
         ("7", "The answer is 3 + 4 = 7."),
         ("12", "We have x = 5 and y = 7, so x + y = 12."),
         ("5", "The answer is 5 ± 0.1 cm."),  # a tolerance, not two answers
@@ -1840,6 +1846,7 @@ def test_the_detail_says_a_chain_after_hashes_gave_its_last_side() -> None:
     chain = graded(number_task("23"), "#### 20 + 3 = 23")
     assert "(after #### and its last '=')" in chain.detail
     assert "(after ####)" in graded(number_task("23"), "#### 23").detail
+    assert "(after ####)" in graded(number_task("120"), "#### 120 = 2 hours").detail
 
 
 @pytest.mark.parametrize(

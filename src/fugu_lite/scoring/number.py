@@ -300,11 +300,14 @@ def _operation_between(
     return _OPERATIONS.get(joined_by)
 
 
-def _last_side_of_the_chain(text: str, numbers: list[re.Match[str]]) -> re.Match[str] | None:
+def _last_side_of_the_chain(
+    text: str, numbers: list[re.Match[str]]
+) -> tuple[re.Match[str] | None, bool]:
     """The number after the last '=' of the chain of operations and '=' steps `numbers`
-    starts with, when the chain ends on it ("20 + 3 = 23 - 2 = 21": 21); None when there is
-    no such chain or its last side is an operation ("20 + 3 = 23 - 2"). The side after the
-    last '=' is the answer given, as lm-eval's minerva_math reads it: the grader checks no
+    starts with, when the chain ends on it ("20 + 3 = 23 - 2 = 21": 21; None when there is
+    no '=' or its last side is an operation, "20 + 3 = 23 - 2"), and whether the chain holds
+    an operation ("12 = 12" holds none). The side after the last '=' of a chain with an
+    operation is the answer given, as lm-eval's minerva_math reads it: the grader checks no
     step ("20 + 3 = 24" answers 24). A '-' between two numbers subtracts here, not a range:
     a range is no step before an '='."""
     last_side, operated = None, False
@@ -318,14 +321,14 @@ def _last_side_of_the_chain(text: str, numbers: list[re.Match[str]]) -> re.Match
             last_side, operated = None, True
         else:
             break
-    return last_side if operated else None
+    return last_side, operated
 
 
 def _answer_after_hashes(text: str) -> _Extracted | None:
     """The first number after the last `####` (GSM8K's answer line), or the side after the
     last '=' of a chain of operations it starts, or why it gives none (two numbers, an
-    operation not done: "#### 20 + 3", "#### 20 + 3 = 23 or 24"); None when there is no
-    `####` or no number after it."""
+    operation not done: "#### 20 + 3", "#### 20 + 3 = 23 or 24", "#### 12 = 12 or 13"); None
+    when there is no `####` or no number after it."""
     hashes = text.rfind("####")
     if hashes < 0:
         return None
@@ -334,18 +337,20 @@ def _answer_after_hashes(text: str) -> _Extracted | None:
     no_number = _no_number_first(after, numbers)
     if no_number is not None:  # "#### 5 / 0 = 5" read 5
         return None, f"not a number (a division by zero): {clip(no_number)!r} after ####"
-    last_side = _last_side_of_the_chain(after, numbers)  # "#### 20 + 3 = 23": 23
-    answer = 0 if last_side is None else numbers.index(last_side)
-    pair = numbers[answer : answer + 2]  # the answer and the number after it
-    hedge = _not_one_number(after, pair, _IN_A_BOX)
+    last_side, operated = _last_side_of_the_chain(after, numbers)
+    side = 0 if last_side is None else numbers.index(last_side)
+    answer = side if operated else 0  # "#### 20 + 3 = 23": 23, "#### 120 = 2 hours": 120
+    # a number after the last side of any '=' hedges ("#### 12 = 12 or 13"), as one after
+    # the answer does: the answer and the numbers up to that side are joined by '='
+    hedge = _not_one_number(after, numbers[side : side + 2], _IN_A_BOX)
     if hedge is not None:
         return None, f"{hedge} after ####"
-    expression = _operation_not_done(after, pair)
+    expression = _operation_not_done(after, numbers[answer : answer + 2])
     if expression is not None:
         return None, f"the answer is an expression, not a number: {expression!r} after ####"
     if not numbers:
         return None
-    source = "after ####" if last_side is None else "after #### and its last '='"
+    source = "after ####" if answer == 0 else "after #### and its last '='"
     return found_number(numbers[answer]), source
 
 
