@@ -1823,6 +1823,13 @@ def test_a_check_after_the_answer_that_works_back_to_the_question_is_no_answer(
         # an '=' inside words after the last side ends the chain: no step of it (read 6)
         ("12", "#### 2 * 6 = 12 cookies (each box = 6)", 1.0),
         ("27", "#### 20 + 3 x 4 = 27", 0.0),  # "x" joins no chain: "a 20 x 30 room"
+        # a unit word after an operand keeps the chain (an expression, read 20, before)
+        ("23", "#### 20 + 3 apples = 23", 1.0),
+        ("23", "#### 20 apples + 3 apples = 23 apples", 1.0),
+        ("17", "#### 20 apples - 3 apples = 17", 1.0),
+        ("23", "#### 20km + 3km = 23km", 1.0),
+        ("6", "#### 2 boxes times 3 = 6", 1.0),
+        ("23", "#### 20 + 3 x = 23", 0.0),  # a variable, "3x = 23", is no unit
         # its result before the operation counts when the operation gives it
         ("12", r"\boxed{12 = 3 \cdot 4}", 1.0),
         ("12", r"\boxed{x = 12 = 3 \times 4}", 1.0),

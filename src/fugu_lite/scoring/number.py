@@ -57,6 +57,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum
+from typing import Literal
 
 from ..tasks import Task, parse_number
 from .common import (
@@ -284,20 +285,41 @@ def _result_before_the_operation(
         text, result.end(), first.start()
     ):
         return None
-    operation = _operation_between(text, first, second)
+    operation = _operation_between(text, first.end(), second.start())
     if operation is None:
         return None
     value = operation(found_number(first).value, found_number(second).value)
     return result if numbers_match(found_number(result), value) else None
 
 
-def _operation_between(
-    text: str, first: re.Match[str], second: re.Match[str]
-) -> Callable[[float, float], float] | None:
-    """What the operation joining two numbers side by side does ("3 · 4", "3 times 4"), or
-    None when something else joins them."""
-    joined_by = " ".join(text[first.end() : second.start()].replace(",", " ").lower().split())
+def _operation_between(text: str, start: int, end: int) -> Callable[[float, float], float] | None:
+    """What the operation joining two numbers side by side, `text[start:end]` between them,
+    does ("3 · 4", "3 times 4"), or None when something else joins them."""
+    joined_by = " ".join(text[start:end].replace(",", " ").lower().split())
     return _OPERATIONS.get(joined_by)
+
+
+# a unit after an operand of a chain, before its '=' or operation: "20 apples + 3 apples =
+# 23"; two letters or more, so that "3x = 23" is no chain
+_UNIT_IN_A_CHAIN = re.compile(r"[^\S\n]*[^\W\d_]{2,}")
+
+
+def _chain_step(
+    text: str, previous: re.Match[str], number: re.Match[str]
+) -> Literal["=", "operation"] | None:
+    """How two numbers side by side join as a step of a chain, also after a unit of the
+    first: by an '=' or an operation (a '-' subtracts), or None when they join as none."""
+    unit = _UNIT_IN_A_CHAIN.match(text, previous.end(), number.start())
+    starts = [previous.end()] if unit is None else [previous.end(), unit.end()]
+    for start in starts:
+        if _EQUALS.fullmatch(text, start, number.start()):
+            return "="
+        if (
+            _operation_between(text, start, number.start()) is not None
+            or text[start : number.start()].strip() == "-"
+        ):
+            return "operation"
+    return None
 
 
 def _last_side_of_the_chain(
@@ -312,12 +334,10 @@ def _last_side_of_the_chain(
     a range is no step before an '='."""
     last_side, operated = None, False
     for previous, number in itertools.pairwise(numbers):
-        if _EQUALS.fullmatch(text, previous.end(), number.start()):
+        step = _chain_step(text, previous, number)
+        if step == "=":
             last_side = number
-        elif (
-            _operation_between(text, previous, number) is not None
-            or text[previous.end() : number.start()].strip() == "-"
-        ):
+        elif step == "operation":
             last_side, operated = None, True
         else:
             break
