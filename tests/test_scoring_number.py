@@ -321,6 +321,7 @@ def test_number_grader_reads_unambiguous_locale_formats(answer: str, output: str
         ("3", "答案是3万", 0.0),
         ("120000000", "约1.2亿人", 1.0),
         ("120000000", "約1.2億人", 1.0),  # traditional characters
+        ("35000", "共3萬5千人", 1.0),
         # smaller parts after 万 or 亿 are added (read 30000 after the marker, 5 at the end)
         ("35000", "答案是3万5千。", 1.0),
         ("30000", "答案是3万5千。", 0.0),
