@@ -1836,6 +1836,8 @@ def test_a_check_after_the_answer_that_works_back_to_the_question_is_no_answer(
         ("12", r"\boxed{x = 12 = 3 \times 4}", 1.0),
         ("7", r"\boxed{7 = 3 + 4}", 1.0),
         ("4", r"\boxed{4 = 12 \div 3}", 1.0),
+        ("8", r"\boxed{8 = 12 \text{ minus } 4}", 1.0),
+        ("16", r"\boxed{16 = 12 \text{ minus } 4}", 0.0),  # it subtracts
         ("12", r"\boxed{12 = 3 + 4}", 0.0),  # a false equation: 7 or 12?
         ("12", r"\boxed{5 + 12 = 3 \cdot 4}", 0.0),  # 12 is no side of it
         ("0", r"\boxed{0 = 5 \div 0}", 0.0),
