@@ -1821,6 +1821,10 @@ def test_a_check_after_the_answer_that_works_back_to_the_question_is_no_answer(
         ("17", "#### 20 - 3 = 17", 1.0),
         ("4", "#### 12 ÷ 4 + 1 = 4", 1.0),
         ("13", "#### 20 minus 3 minus 4 = 13", 1.0),
+        ("12", "#### 3 multiplied by 4 = 12", 1.0),
+        ("12", "#### 3 ⋅ 4 = 12", 1.0),  # the dot operator
+        ("12", "#### 3 Times 4 = 12", 1.0),
+        ("23", "#### 20, plus 3 = 23", 1.0),
         # an '=' inside words after the last side ends the chain: no step of it (read 6)
         ("12", "#### 2 * 6 = 12 cookies (each box = 6)", 1.0),
         ("27", "#### 20 + 3 x 4 = 27", 0.0),  # "x" joins no chain: "a 20 x 30 room"
@@ -1837,6 +1841,7 @@ def test_a_check_after_the_answer_that_works_back_to_the_question_is_no_answer(
         ("7", r"\boxed{7 = 3 + 4}", 1.0),
         ("4", r"\boxed{4 = 12 \div 3}", 1.0),
         ("8", r"\boxed{8 = 12 \text{ minus } 4}", 1.0),
+        ("7", r"\boxed{7 = 3 \text{ plus } 4}", 1.0),
         ("16", r"\boxed{16 = 12 \text{ minus } 4}", 0.0),  # it subtracts
         ("12", r"\boxed{12 = 3 + 4}", 0.0),  # a false equation: 7 or 12?
         ("12", r"\boxed{5 + 12 = 3 \cdot 4}", 0.0),  # 12 is no side of it
