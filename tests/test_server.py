@@ -377,19 +377,30 @@ def test_every_chunk_of_a_stream_has_the_same_created(
     assert int(before) <= created <= time.time()
 
 
+TOOL_CALL_START = {"index": 0, "id": "call_1", "type": "function",
+                   "function": {"name": "add", "arguments": ""}}  # fmt: skip
+CALL_DELTAS_BY_STYLE = {
+    "tool_calls": [{"tool_calls": [TOOL_CALL_START]},
+                   {"tool_calls": [{"index": 0, "function": {"arguments": '{"a": 1}'}}]}],
+    # the deprecated functions' style: were not counted, 0 completion tokens for the call
+    "function_call": [{"function_call": {"name": "add", "arguments": ""}},
+                      {"function_call": {"arguments": '{"a": 1}'}}],
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("style", CALL_DELTAS_BY_STYLE)
 def test_a_streamed_tool_call_a_worker_reports_no_usage_for_is_counted(
-    serve, stubs: Stubs, family: RouterFamily
+    serve, stubs: Stubs, family: RouterFamily, style: str
 ) -> None:
     """A worker streaming no usage (llama.cpp's server) has its completion tokens estimated,
-    one a chunk streamed: a tool call's chunks count as content chunks do, and the finish
-    reason reaches the client."""
+    one a chunk streamed: a tool call's chunks, or a deprecated function call's, count as
+    content chunks do, and the finish reason reaches the client."""
     first = ranking_for(family, MATH).ranking[0]
-    call = {"index": 0, "id": "call_1", "type": "function",
-            "function": {"name": "add", "arguments": ""}}  # fmt: skip
+    opening, arguments = CALL_DELTAS_BY_STYLE[style]
     worker_chunks = [
-        stream_chunk(0, {"role": "assistant", "tool_calls": [call]}),
-        stream_chunk(0, {"tool_calls": [{"index": 0, "function": {"arguments": '{"a": 1}'}}]}),
-        stream_chunk(0, {}, choices=[{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]),
+        stream_chunk(0, {"role": "assistant", **opening}),
+        stream_chunk(0, arguments),
+        stream_chunk(0, {}, choices=[{"index": 0, "delta": {}, "finish_reason": style}]),
     ]
     with ServerThread(scripted_stream(worker_chunks)) as llama:
         running = serve(pool_for(stubs, overrides={first: {"base_url": llama.base_url}}))
@@ -400,7 +411,7 @@ def test_a_streamed_tool_call_a_worker_reports_no_usage_for_is_counted(
             )
         )  # fmt: skip
     assert chunks[-1].usage is not None and chunks[-1].usage.completion_tokens == 2
-    assert chunks[-2].choices[0].finish_reason == "tool_calls"
+    assert chunks[-2].choices[0].finish_reason == style
 
 
 def test_usage_a_worker_puts_on_a_chunk_with_choices_comes_on_its_own_chunk(

@@ -183,12 +183,12 @@ def shutdown_error() -> dict[str, Any]:
 
 
 def has_content(chunk: dict[str, Any]) -> int:
-    """1 if a chunk's delta streams content or tool calls, else 0. Its choices need no type
-    checks: the pool's check_choices refused a chunk whose choices are no list of objects,
-    or whose delta is no object."""
+    """1 if a chunk's delta streams content, tool calls or a deprecated function call, else
+    0. Its choices need no type checks: the pool's check_choices refused a chunk whose
+    choices are no list of objects, or whose delta is no object."""
     for choice in chunk.get("choices") or []:
         delta = choice.get("delta") or {}
-        if delta.get("content") or delta.get("tool_calls"):
+        if delta.get("content") or delta.get("tool_calls") or delta.get("function_call"):
             return 1
     return 0
 
