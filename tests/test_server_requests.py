@@ -171,6 +171,19 @@ BAD_INPUTS = [
      "or leave functions out"),
     ("cost_weight a boolean", {**VALID, "cost_weight": True}, 400,
      "cost_weight: Input should be a valid number"),
+    # an integer beyond a float's range: pydantic's "Input should be a valid number" said
+    # neither that it was too large nor what to send
+    ("cost_weight of 401 digits", {**VALID, "cost_weight": 10**400}, 400,
+     "cost_weight must be a finite number >= 0, e.g. 0.5 (got an integer of 401 digits, beyond "
+     "a 64-bit float's range, about 1.8e308)"),
+    ("temperature of 401 digits", {**VALID, "temperature": 10**400}, 400,
+     "temperature must be a finite number from 0 to 2, e.g. 0.5 (got an integer of 401 digits"),
+    ("top_p of 401 digits", {**VALID, "top_p": -(10**400)}, 400,
+     "top_p must be a finite number from 0 to 1, e.g. 0.5 (got an integer of 401 digits"),
+    ("presence_penalty of 401 digits", {**VALID, "presence_penalty": 10**400}, 400,
+     "presence_penalty must be a finite number from -2 to 2, e.g. 0.5 (got an integer of 401"),
+    ("frequency_penalty of 401 digits", {**VALID, "frequency_penalty": 10**400}, 400,
+     "frequency_penalty must be a finite number from -2 to 2, e.g. 0.5 (got an integer of 401"),
     ("logit_bias not a map", {**VALID, "logit_bias": "x"}, 400, "logit_bias"),
     ("stop a number", {**VALID, "stop": 5}, 400, "stop"),
     ("unknown response_format", {**VALID, "response_format": {"type": "yaml"}}, 400,
@@ -856,7 +869,7 @@ def test_an_infinite_cost_weight_is_refused_by_the_request_model_itself() -> Non
     """Over HTTP an infinite cost_weight never reaches the request model (the body's JSON
     reading refuses Infinity and 1e400, and an integer beyond a float's range is no valid
     number), but a program validating a ChatCompletionRequest itself can give one: inf
-    passes `ge=0`, and dropping _finite_cost_weight passed every test."""
+    passes `ge=0`, and dropping the check (_finite_numbers) passed every test."""
     finite = "cost_weight must be a finite number >= 0, e.g. 0.5"
     with pytest.raises(ValidationError, match=finite):
         ChatCompletionRequest.model_validate({**VALID, "cost_weight": math.inf})

@@ -59,6 +59,9 @@ IDENTIFIER_LIMITS = {
     "prompt_cache_key": (64, " (send a hash of a longer key: equal keys are all the cache needs)"),
 }
 
+# The request's numbers that are floats, checked to fit one (_finite_numbers)
+FLOAT_FIELDS = ("temperature", "top_p", "presence_penalty", "frequency_penalty", "cost_weight")
+
 EMPTY_TOOLS = (
     "is an empty list, which OpenAI's API refuses too; give at least one {what}, or leave "
     "{name} out"
@@ -516,12 +519,24 @@ class ChatCompletionRequest(BaseModel):
             '{"model": ..., "messages": [...], "exclude_workers": ["coder"]}'
         )
 
-    @field_validator("cost_weight")
+    @field_validator(*FLOAT_FIELDS, mode="before")
     @classmethod
-    def _finite_cost_weight(cls, value: float | None) -> float | None:
-        if value is not None and not math.isfinite(value):
-            raise ValueError("cost_weight must be a finite number >= 0, e.g. 0.5")
-        return value
+    def _finite_numbers(cls, value: Any, info: ValidationInfo) -> Any:
+        """An integer beyond a float's range (a 401-digit cost_weight) got pydantic's "Input
+        should be a valid number", which said neither; inf, which a program validating a
+        request itself can give (JSON reading refuses it), passes cost_weight's `ge=0`."""
+        if isinstance(value, bool) or not isinstance(value, int | float) or fits_a_float(value):
+            return value
+        name = str(info.field_name)
+        got = repr(value)  # inf, nan
+        if isinstance(value, int):
+            got = f"an integer of {len(str(abs(value)))} digits, beyond a 64-bit float's range"
+            got += ", about 1.8e308"
+        raise ParamError(
+            name,
+            f"{name} must be a finite number {bounds_text(cls.model_fields[name].metadata)}, "
+            f"e.g. 0.5 (got {got})",
+        )
 
     def json_schemas(self) -> list[tuple[str, Any]]:
         """(where, schema) for each JSON schema the request holds: response_format's, each
@@ -588,3 +603,21 @@ def check_length(
             param,
             f"{named} is {len(text)} characters long; OpenAI's API takes {of}at most {limit}{hint}",
         )
+
+
+def fits_a_float(value: int | float) -> bool:
+    """Whether a number is finite as a float (an integer beyond its range cannot be one)."""
+    try:
+        return math.isfinite(value)
+    except OverflowError:
+        return False
+
+
+def bounds_text(constraints: list[Any]) -> str:
+    """A field's `ge`/`le` (pydantic's metadata of its Field) as words: "from 0 to 2", or
+    ">= 0" with no upper bound."""
+    lowest = next(rule.ge for rule in constraints if hasattr(rule, "ge"))
+    highest = next((rule.le for rule in constraints if hasattr(rule, "le")), None)
+    if highest is None:
+        return f">= {exact_number(lowest)}"
+    return f"from {exact_number(lowest)} to {exact_number(highest)}"
