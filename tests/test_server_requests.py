@@ -8,6 +8,7 @@ import gzip
 import json
 import logging
 import math
+import re
 import socket
 import time
 import zlib
@@ -867,14 +868,33 @@ def test_an_integer_of_more_digits_than_python_reads_is_a_400(
 
 def test_an_infinite_cost_weight_is_refused_by_the_request_model_itself() -> None:
     """Over HTTP an infinite cost_weight never reaches the request model (the body's JSON
-    reading refuses Infinity and 1e400, and an integer beyond a float's range is no valid
-    number), but a program validating a ChatCompletionRequest itself can give one: inf
-    passes `ge=0`, and dropping the check (_finite_numbers) passed every test."""
-    finite = "cost_weight must be a finite number >= 0, e.g. 0.5"
-    with pytest.raises(ValidationError, match=finite):
+    reading refuses Infinity and 1e400), but a program validating a ChatCompletionRequest
+    itself can give one: inf passes `ge=0`, and dropping the check (_finite_numbers) passed
+    every test. The message says the value it got (no test read it: dropping it passed)."""
+    finite = "cost_weight must be a finite number >= 0, e.g. 0.5 (got inf)"
+    with pytest.raises(ValidationError, match=re.escape(finite)):
         ChatCompletionRequest.model_validate({**VALID, "cost_weight": math.inf})
+    not_a_number = "temperature must be a finite number from 0 to 2, e.g. 0.5 (got nan)"
+    with pytest.raises(ValidationError, match=re.escape(not_a_number)):
+        ChatCompletionRequest.model_validate({**VALID, "temperature": math.nan})
     largest = ChatCompletionRequest.model_validate({**VALID, "cost_weight": 1e308})
     assert largest.cost_weight == 1e308
+
+
+@pytest.mark.parametrize(
+    "field", ["temperature", "top_p", "presence_penalty", "frequency_penalty", "cost_weight"]
+)
+def test_an_integer_beyond_a_floats_range_is_a_400_at_its_parameter(
+    shared_server: Running, field: str
+) -> None:
+    """The 400 of a float parameter sent as an integer a float cannot hold names it as its
+    param, as every other 400 names the value it refuses (no test read it: naming none
+    passed)."""
+    response = shared_server.post({**VALID, field: -(10**400)})
+    assert response.status_code == 400, response.text
+    error = response.json()["error"]
+    assert error["param"] == field
+    assert f"{field} must be a finite number" in error["message"]
 
 
 @pytest.mark.parametrize(
