@@ -525,7 +525,7 @@ class ChatCompletionRequest(BaseModel):
         """An integer beyond a float's range (a 401-digit cost_weight) got pydantic's "Input
         should be a valid number", which said neither; inf, which a program validating a
         request itself can give (JSON reading refuses it), passes cost_weight's `ge=0`."""
-        if isinstance(value, bool) or not isinstance(value, int | float) or fits_a_float(value):
+        if not isinstance(value, int | float) or fits_a_float(value):  # true, false: finite
             return value
         name = str(info.field_name)
         got = repr(value)  # inf, nan
