@@ -43,7 +43,7 @@ from fugu_lite.server.disconnect import ClientDisconnectedError, until_disconnec
 from fugu_lite.server.dispatch import Attempt, Dispatcher
 from fugu_lite.server.log import DecisionLog, DecisionLogEntry
 from fugu_lite.server.metrics import Metrics
-from fugu_lite.server.stream import estimated_usage
+from fugu_lite.server.stream import estimated_usage, has_content
 from fugu_lite.workers.config import PoolConfig, WorkerConfig, load_pool_config
 from fugu_lite.workers.pool import WorkerPool
 from fugu_lite.workers.preflight import preflight
@@ -949,6 +949,16 @@ def test_a_streams_estimated_usage_is_four_characters_a_prompt_token_and_a_token
         "prompt_tokens": 10, "completion_tokens": 3, "total_tokens": 13, "fugu_estimated": True,
     }  # fmt: skip
     assert estimated_usage([{"role": "assistant", "content": None}], 0)["prompt_tokens"] == 1
+
+
+def test_a_chunk_whose_choice_has_no_delta_counts_no_token() -> None:
+    """The pool passes on a choice without a delta, or with `"delta": null` (a last chunk
+    holding only its finish_reason): counting it must not fail on it (no test sent one:
+    reading choice["delta"] passed), and it streams no token, as a delta with text does."""
+    no_delta = {"choices": [{"index": 0, "finish_reason": "stop"}]}
+    null_delta = {"choices": [{"index": 0, "delta": None, "finish_reason": "stop"}]}
+    assert has_content(no_delta) == has_content(null_delta) == 0
+    assert has_content({"choices": [{"index": 0, "delta": {"content": "hi"}}]}) == 1
 
 
 def test_serve_command_refuses_bad_flags_before_loading_anything(
