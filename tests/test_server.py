@@ -345,6 +345,21 @@ def scripted_stream(chunks: list[dict[str, Any]]) -> FastAPI:
     return upstream
 
 
+def streamed_with_usage(
+    serve: Any, stubs: Stubs, worker: str, worker_chunks: list[dict[str, Any]]
+) -> list[Any]:
+    """The chunks a client asking for usage gets of a MATH question routed to `worker`,
+    which streams `worker_chunks` (scripted_stream)."""
+    with ServerThread(scripted_stream(worker_chunks)) as upstream:
+        running = serve(pool_for(stubs, overrides={worker: {"base_url": upstream.base_url}}))
+        return list(
+            running.client().chat.completions.create(
+                model=MODEL, messages=user(MATH), stream=True,
+                stream_options={"include_usage": True},
+            )
+        )  # fmt: skip
+
+
 def stream_chunk(created: int, delta: dict[str, Any], **fields: Any) -> dict[str, Any]:
     return {"id": "x", "object": "chat.completion.chunk", "created": created, "model": "m",
             "choices": [{"index": 0, "delta": delta, "finish_reason": None}], **fields}  # fmt: skip
@@ -402,16 +417,29 @@ def test_a_streamed_tool_call_a_worker_reports_no_usage_for_is_counted(
         stream_chunk(0, arguments),
         stream_chunk(0, {}, choices=[{"index": 0, "delta": {}, "finish_reason": style}]),
     ]
-    with ServerThread(scripted_stream(worker_chunks)) as llama:
-        running = serve(pool_for(stubs, overrides={first: {"base_url": llama.base_url}}))
-        chunks = list(
-            running.client().chat.completions.create(
-                model=MODEL, messages=user(MATH), stream=True,
-                stream_options={"include_usage": True},
-            )
-        )  # fmt: skip
+    chunks = streamed_with_usage(serve, stubs, first, worker_chunks)
     assert chunks[-1].usage is not None and chunks[-1].usage.completion_tokens == 2
     assert chunks[-2].choices[0].finish_reason == style
+
+
+def test_usage_a_worker_sends_before_its_last_chunk_is_the_only_usage_relayed(
+    serve, stubs: Stubs, family: RouterFamily
+) -> None:
+    """A worker's usage chunk (no choices) followed by a chunk with choices (its
+    finish_reason) is the client's usage: the relay adds its estimate only when no usage
+    was sent, however many chunks come after it (no test sent one after: forgetting the
+    usage sent at the next chunk passed, and the client got two usage chunks)."""
+    first = ranking_for(family, MATH).ranking[0]
+    usage = {"prompt_tokens": 3, "completion_tokens": 1, "total_tokens": 4}
+    worker_chunks = [
+        stream_chunk(0, {"role": "assistant", "content": "hello"}),
+        stream_chunk(0, {}, choices=[], usage=usage),
+        stream_chunk(0, {}, choices=[{"index": 0, "delta": {}, "finish_reason": "stop"}]),
+    ]
+    chunks = streamed_with_usage(serve, stubs, first, worker_chunks)
+    usages = [chunk.usage.model_dump(exclude_none=True) for chunk in chunks if chunk.usage]
+    assert usages == [usage]
+    assert chunks[-1].choices[0].finish_reason == "stop"
 
 
 def test_usage_a_worker_puts_on_a_chunk_with_choices_comes_on_its_own_chunk(
