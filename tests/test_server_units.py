@@ -949,6 +949,10 @@ def test_a_streams_estimated_usage_is_four_characters_a_prompt_token_and_a_token
         "prompt_tokens": 10, "completion_tokens": 3, "total_tokens": 13, "fugu_estimated": True,
     }  # fmt: skip
     assert estimated_usage([{"role": "assistant", "content": None}], 0)["prompt_tokens"] == 1
+    # null content (an assistant's tool-call turn) is no text: '""', not 'null' (32 + 2
+    # characters, 8 tokens, where 32 + 4 made 9; no test told them apart)
+    call_turn = [messages[1], {"role": "assistant", "content": None}]
+    assert estimated_usage(call_turn, 0)["prompt_tokens"] == 8
 
 
 def test_a_chunk_whose_choice_has_no_delta_counts_no_token() -> None:
