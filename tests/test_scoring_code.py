@@ -1621,6 +1621,21 @@ def test_a_name_a_failed_import_class_or_def_would_have_set_names_that_line(
     assert blamed in result.detail
 
 
+def test_a_test_function_whose_def_line_raised_names_that_line_not_a_key_error() -> None:
+    # a default argument calling the code runs on the def line: it used to read KeyError
+    tests = "def test_plus(total=plus(1, 2)):\n    assert total == 3\n"
+    raising = "def plus(a, b):\n    raise ValueError('one')\n"
+    run = asyncio.run(run_python_tests(raising, tests, FAST))
+    assert [(test.name, test.passed) for test in run.tests] == [("test_plus", False)]  # once
+    result = graded(code_task(tests), raising)
+    assert result.score == 0.0, result.error
+    blamed = "test_plus: name 'test_plus' is not defined (the tests' set-up line 1, which sets it"
+    assert blamed in result.detail
+    assert "raised ValueError: one" in result.detail
+    redefined = "test_plus = plus(1, 2)\ndef test_plus():\n    assert True\n"  # set later: runs
+    assert graded(code_task(redefined), "def plus(a, b):\n    raise ValueError\n").score == 1.0
+
+
 def test_code_may_set_its_own_stack_limit_but_not_raise_a_hard_limit() -> None:
     # a competitive-programming idiom for deep recursion; every setrlimit used to be refused
     stack = (

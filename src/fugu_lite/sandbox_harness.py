@@ -578,6 +578,10 @@ for node in tests_tree.body:
                     f"the tests' set-up line {node.lineno}, which sets it, raised {why}"
                 )
 for name in test_functions:
+    if name not in namespace and name in failed_setup:  # its def line raised (a default)
+        error = f"name {name!r} is not defined ({failed_setup[name]})"
+        emit(event="test", name=name, passed=False, error=error)
+        continue
     run(name, lambda name=name: namespace[name]())
 emit(event="done")
 results.close()
