@@ -416,6 +416,7 @@ def test_a_cost_written_with_a_currency_sign_or_unit_says_to_write_the_number_al
         ("5 thousand tokens", "5000"),  # a magnitude word or suffix, then a unit
         ("5k tokens", "5000"),
         ("$2 Million USD", "2000000"),
+        ("3 million-token", "3000000"),  # a hyphenated unit: the word before the hyphen
     ],
 )
 def test_a_cost_with_a_multiplier_suffix_is_told_to_be_written_in_full(
@@ -424,7 +425,7 @@ def test_a_cost_with_a_multiplier_suffix_is_told_to_be_written_in_full(
     """A cost with a thousands or billions suffix ("5k", "7B") or word ("5 thousand") was
     told to "write the number alone, without a currency sign or unit: 5", a cost 1000 (or
     10^9) times too small; so were "5 trillion" and a multiplier with a unit after it ("5
-    thousand tokens")."""
+    thousand tokens", "3 million-token")."""
     path = tmp_path / "long.csv"
     assert _cost_cell_refusal(path, cell) == (
         f"{path}, line 2: cost must be a finite number, got {cell!r} (write the number alone "

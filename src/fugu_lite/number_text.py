@@ -111,9 +111,9 @@ _MULTIPLIER_WORDS: dict[str, float] = {
 def _multiplier(after: str) -> float | None:
     """What the text after a number multiplies it by: its first word, a suffix in its case
     ("k", "M": "m" is none) or a word in any case ("Thousand"), with or without a unit after
-    it ("5 thousand tokens"); None for a unit."""
+    it ("5 thousand tokens") or hyphened to one ("3 million-token"); None for a unit."""
     words = after.split()
-    word = words[0] if words else ""
+    word = words[0].split("-")[0] if words else ""
     return _MULTIPLIER_SUFFIXES.get(word, _MULTIPLIER_WORDS.get(word.casefold()))
 
 
