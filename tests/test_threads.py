@@ -163,38 +163,55 @@ def test_sft_and_rl_train_a_head_on_cached_features_in_one_torch_thread(
     assert after == with_backbone == 2
 
 
+# the bound said with a value that is no thread count: libgomp's long, OpenBLAS's C int
+SAID_BOUND = {"OMP_NUM_THREADS": "below 2**63", "OPENBLAS_NUM_THREADS": "below 2**31"}
+
+
 @pytest.mark.parametrize(
-    ("value", "sized"),
+    ("name", "value", "sized"),
     [
-        *[("abc", False), ("", False), ("0", False), ("-2", False), ("2.5", False)],
-        ("\u00b2", False),  # a superscript two: str.isdigit takes it, int() does not
-        ("\uff14", False),  # a fullwidth four: int() reads it, libgomp does not
-        ("2,x", False),  # one count per nesting level: each must be one
-        ("2,0", False),  # libgomp refuses a nesting level of none (OpenBLAS reads the 2)
-        ("[b]", False),  # said as given, not read as rich markup
-        *[("1", True), (" 2", True), ("4,2", True)],
-        ("+2", True),  # libgomp's strtoul and OpenBLAS's atoi take the sign
-        # libgomp reads a count as a long: 2**63 - 1 is its largest ("Invalid value" past it)
-        ("9223372036854775807", True),
-        *[("9223372036854775808", False), ("99999999999999999999999", False)],
-        ("2,9223372036854775808", False),
+        *[
+            ("OMP_NUM_THREADS", value, sized)
+            for value, sized in [
+                *[("abc", False), ("", False), ("0", False), ("-2", False), ("2.5", False)],
+                ("\u00b2", False),  # a superscript two: str.isdigit takes it, int() does not
+                ("\uff14", False),  # a fullwidth four: int() reads it, libgomp does not
+                ("2,x", False),  # one count per nesting level: each must be one
+                ("2,0", False),  # libgomp refuses a nesting level of none (OpenBLAS reads 2)
+                ("[b]", False),  # said as given, not read as rich markup
+                *[("1", True), (" 2", True), ("4,2", True)],
+                ("+2", True),  # libgomp's strtoul and OpenBLAS's atoi take the sign
+                # libgomp reads a count as a long: 2**63 - 1 is its largest ("Invalid value")
+                ("9223372036854775807", True),
+                *[("9223372036854775808", False), ("99999999999999999999999", False)],
+                ("2,9223372036854775808", False),
+            ]
+        ],
+        # OpenBLAS reads its count with atoi into a C int, which wraps past 2**31 - 1: 2**31
+        # to a negative count (a thread per core), 2**32 + 1 to 1 thread
+        ("OPENBLAS_NUM_THREADS", "2147483647", True),
+        *[
+            ("OPENBLAS_NUM_THREADS", "2147483648", False),
+            ("OPENBLAS_NUM_THREADS", "4294967297", False),
+        ],
     ],
 )
 def test_only_a_thread_count_in_a_thread_variable_sizes_the_pools_and_any_other_is_said(
     two_thread_pools: None,
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
+    name: str,
     value: str,
     sized: bool,
 ) -> None:
     # The libraries ignore a value that is no thread count (libgomp: a bare "Invalid value"),
     # so the pools stay at a thread per core: it sized nothing, and the fits' limit must hold.
-    monkeypatch.setenv("OMP_NUM_THREADS", value)
+    monkeypatch.setenv(name, value)
     with threads.fit_threads():
         assert set(pool_threads().values()) == ({2} if sized else {1})
     err = capsys.readouterr().err
-    said = "OMP_NUM_THREADS" in err and repr(value) in err and "unset it" in err
+    said = f"{name}={value!r}" in err and SAID_BOUND[name] in err and "unset it" in err
     assert said is not sized
     with threads.fit_threads():  # said once
         pass
-    assert "OMP_NUM_THREADS" not in capsys.readouterr().err
+    assert name not in capsys.readouterr().err

@@ -41,39 +41,42 @@ def pools_sized_by_user() -> bool:
         value = os.environ.get(name)
         if value is None:
             continue
-        if is_thread_count(value):
+        largest = LARGEST_THREAD_COUNT.get(name, MAX_THREAD_COUNT)
+        if is_thread_count(value, largest):
             sized = True
         else:
-            _say_ignored(name, value)
+            _say_ignored(name, value, largest)
     return sized
 
 
 # libgomp reads a count with strtoul and refuses one that is no positive long ("Invalid
 # value" for 2**63 and past it, as for an overflow of strtoul)
 MAX_THREAD_COUNT = 2**63 - 1
+# OpenBLAS reads its count with atoi into a C int, which wraps past 2**31 - 1: 2**31 is read
+# as a negative count (a thread per core), 2**32 + 1 as 1 thread
+LARGEST_THREAD_COUNT = {"OPENBLAS_NUM_THREADS": 2**31 - 1}
 
 
-def is_thread_count(value: str) -> bool:
-    """A whole number of threads, 1 to MAX_THREAD_COUNT (OpenMP's `4,2`, one per nesting level,
-    too: each a count, as libgomp refuses `2,0` whole)."""
+def is_thread_count(value: str, largest: int = MAX_THREAD_COUNT) -> bool:
+    """A whole number of threads, 1 to `largest` (OpenMP's `4,2`, one per nesting level, too:
+    each a count, as libgomp refuses `2,0` whole)."""
     # a leading '+' too: libgomp's strtoul and OpenBLAS's atoi read `+2` as 2
     counts = [count.strip().removeprefix("+") for count in value.split(",")]
     # isdecimal, not isdigit: int() refuses the digits isdigit also takes ('²'); and ASCII
     # only: int() reads a fullwidth '４', which the libraries' C parsers refuse
     return all(
-        count.isascii() and count.isdecimal() and 0 < int(count) <= MAX_THREAD_COUNT
-        for count in counts
+        count.isascii() and count.isdecimal() and 0 < int(count) <= largest for count in counts
     )
 
 
-def _say_ignored(name: str, value: str) -> None:
+def _say_ignored(name: str, value: str, largest: int) -> None:
     if (name, value) in _SAID_IGNORED:
         return
     _SAID_IGNORED.add((name, value))
     console.print(
         f"{name}={value!r} is not a number of threads (a whole number, 1 or more and below "
-        "2**63), so the numeric libraries ignore it; fugu-lite sizes its fits' threads as if "
-        "it were unset. "
+        f"2**{largest.bit_length()}), so the numeric libraries ignore or misread it; fugu-lite "
+        "sizes its fits' threads as if it were unset. "
         f"Set it to a number of threads (e.g. {name}=1), or unset it.",
         markup=False,
         style="yellow",
