@@ -651,6 +651,8 @@ def test_number_grader_reads_a_first_line_holding_only_a_number(
         # and after the last side of an '=' with no operation (read 12 before)
         ("12", "#### 12 = 12 or 13", "'12 or 13'"),
         ("12", "#### 12 = 12, 13", "'12, 13'"),
+        # and after an operation that gives the side before its '=' (read 12 before)
+        ("12", "#### 12 = 3 * 4 or 13", "'4 or 13'"),
         # a comma before the "or" or "and", a parenthesis or a "maybe" (read 5 or 6 before)
         ("5", "#### 5, or 6", "'5, or 6'"),
         ("6", r"\boxed{5, \text{or } 6}", "two numbers"),
@@ -1846,6 +1848,14 @@ def test_a_check_after_the_answer_that_works_back_to_the_question_is_no_answer(
         ("12", r"\boxed{12 = 3 + 4}", 0.0),  # a false equation: 7 or 12?
         ("12", r"\boxed{5 + 12 = 3 \cdot 4}", 0.0),  # 12 is no side of it
         ("0", r"\boxed{0 = 5 \div 0}", 0.0),
+        # after #### too, as "The answer is 12 = 3 + 4." scores 0 (each read its first
+        # number before: no step after its '=' was checked)
+        ("12", "#### 12 = 3 * 4", 1.0),
+        ("8", "#### 8 = 12 minus 4", 1.0),
+        ("8", "#### 8 = 12 - 4", 1.0),  # a '-' after an '=' subtracts, no range
+        ("9", "#### 9 = 12 minus 4", 0.0),
+        ("12", "#### 12 = 12 + 1", 0.0),
+        ("12", "#### 12 = 3 * 4 + 1", 0.0),  # the operation goes on
     ],
 )
 def test_an_operation_not_done_in_a_box_or_after_hashes_is_no_answer(

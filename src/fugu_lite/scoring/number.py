@@ -285,7 +285,7 @@ def _result_before_the_operation(
         text, result.end(), first.start()
     ):
         return None
-    operation = _operation_between(text, first.end(), second.start())
+    operation = _step_operation(text, first.end(), second.start())
     if operation is None:
         return None
     value = operation(found_number(first).value, found_number(second).value)
@@ -297,6 +297,14 @@ def _operation_between(text: str, start: int, end: int) -> Callable[[float, floa
     does ("3 · 4", "3 times 4"), or None when something else joins them."""
     joined_by = " ".join(text[start:end].replace(",", " ").lower().split())
     return _OPERATIONS.get(joined_by)
+
+
+def _step_operation(text: str, start: int, end: int) -> Callable[[float, float], float] | None:
+    """What the operation joining two numbers of a chain's step does: also a '-' between
+    them, which subtracts next to an '=' ("20 - 3 = 17", "8 = 12 - 4"): no range there."""
+    if text[start:end].strip() == "-":
+        return operator.sub
+    return _operation_between(text, start, end)
 
 
 # a unit after an operand of a chain, before its '=' or operation: "20 apples + 3 apples =
@@ -314,10 +322,7 @@ def _chain_step(
     for start in starts:
         if _EQUALS.fullmatch(text, start, number.start()):
             return "="
-        if (
-            _operation_between(text, start, number.start()) is not None
-            or text[start : number.start()].strip() == "-"
-        ):
+        if _step_operation(text, start, number.start()) is not None:
             return "operation"
     return None
 
@@ -358,6 +363,8 @@ def _answer_after_hashes(text: str) -> _Extracted | None:
     if no_number is not None:  # "#### 5 / 0 = 5" read 5
         return None, f"not a number (a division by zero): {clip(no_number)!r} after ####"
     last_side, operated = _last_side_of_the_chain(after, numbers)
+    if operated and last_side is None and _chain_step(after, numbers[0], numbers[1]) == "=":
+        return _result_before_the_chains_operation(after, numbers)
     side = 0 if last_side is None else numbers.index(last_side)
     answer = side if operated else 0  # "#### 20 + 3 = 23": 23, "#### 120 = 2 hours": 120
     # a number after the last side of any '=' hedges ("#### 12 = 12 or 13"), as one after
@@ -372,6 +379,21 @@ def _answer_after_hashes(text: str) -> _Extracted | None:
         return None
     source = "after ####" if answer == 0 else "after #### and its last '='"
     return found_number(numbers[answer]), source
+
+
+def _result_before_the_chains_operation(text: str, numbers: list[re.Match[str]]) -> _Extracted:
+    """The number before the '=' of a chain "12 = 3 * 4" after `####` when its operation
+    of two numbers gives it, as "The answer is 12 = 3 * 4." reads it; else why there is no
+    answer ("12 = 3 + 4": 7 or 12?, "12 = 3 * 4 + 1", "12 = 3 * 4 or 13")."""
+    hedge = _not_one_number(text, numbers[2:4], _IN_A_BOX)
+    if hedge is not None:
+        return None, f"{hedge} after ####"
+    goes_on = len(numbers) > 3 and _chain_step(text, numbers[2], numbers[3]) is not None
+    result = None if goes_on else _result_before_the_operation(text, numbers[:3])
+    if result is None:
+        shown = clip(text[numbers[0].start() : numbers[-1 if goes_on else 2].end()])
+        return None, f"the answer is an expression, not a number: {shown!r} after ####"
+    return found_number(result), "after ####, before the operation giving it"
 
 
 def _no_number_first(text: str, numbers: list[re.Match[str]]) -> str | None:
