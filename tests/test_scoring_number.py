@@ -636,6 +636,8 @@ def test_number_grader_reads_a_first_line_holding_only_a_number(
         ("5", "Final Answer: The final answer is $5$ and $7$. I hope it is correct.", "and"),
         ("7", "The answer is **5** or **7**.", "or"),
         ("5", "The answer is 5-7 days.", "'5-7'"),  # a range, or a subtraction not done
+        ("7", r"\boxed{5-7}", "'5-7'"),
+        ("-2", r"\boxed{8 = 5-7}", "'5-7'"),  # no result of it before its '='
         ("7", "Between 5 and 7", "'5 and 7'"),
         ("7", r"\boxed{5 \text{ or } 7}", "or"),
         ("5", "#### 5 or 7", "'5 or 7'"),
@@ -1843,6 +1845,7 @@ def test_a_check_after_the_answer_that_works_back_to_the_question_is_no_answer(
         ("7", r"\boxed{7 = 3 + 4}", 1.0),
         ("4", r"\boxed{4 = 12 \div 3}", 1.0),
         ("8", r"\boxed{8 = 12 \text{ minus } 4}", 1.0),
+        ("8", r"\boxed{8 = 12 - 4}", 1.0),  # a '-' after an '=' subtracts (read a range)
         ("7", r"\boxed{7 = 3 \text{ plus } 4}", 1.0),
         ("16", r"\boxed{16 = 12 \text{ minus } 4}", 0.0),  # it subtracts
         ("12", r"\boxed{12 = 3 + 4}", 0.0),  # a false equation: 7 or 12?

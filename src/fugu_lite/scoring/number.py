@@ -241,15 +241,15 @@ def _boxed_answer(text: str) -> _Extracted | None:
         return None, f"a factorial, not a number, in \\boxed{{}}: {shown!r}"
     boxed = unlatex(_LATEX_DIVIDE.sub("÷", boxed))
     numbers = [number for number in find_numbers(boxed) if not _is_a_tolerance(number)]
+    result = _result_before_the_operation(boxed, numbers)
+    if result is not None:  # "\\boxed{12 = 3 \\cdot 4}", "\\boxed{8 = 12 - 4}" (no range)
+        return found_number(result), "\\boxed{}, before the operation giving it"
     hedge = _not_one_number(boxed, numbers[-2:], _IN_A_BOX)
     if hedge is not None:
         return None, f"{hedge} in \\boxed{{}}"
     expression = _operation_not_done(boxed, numbers[-2:])
     if expression is None:
         return (found_number(numbers[-1]), "\\boxed{}") if numbers else None
-    result = _result_before_the_operation(boxed, numbers)
-    if result is not None:  # "\\boxed{12 = 3 \\cdot 4}"
-        return found_number(result), "\\boxed{}, before the operation giving it"
     # "\\boxed{3 \\cdot 4}": the grader does not compute
     return None, f"the answer is an expression, not a number: {expression!r} in \\boxed{{}}"
 
