@@ -1859,6 +1859,8 @@ def test_a_check_after_the_answer_that_works_back_to_the_question_is_no_answer(
         ("9", "#### 9 = 12 minus 4", 0.0),
         ("12", "#### 12 = 12 + 1", 0.0),
         ("12", "#### 12 = 3 * 4 + 1", 0.0),  # the operation goes on
+        ("12", "#### 12 = 3 * 4\n3 rows of 4 apples.", 1.0),  # the working on a later line
+        ("8", "#### 9 = 12 - 4 = 8", 1.0),  # its side after the last '=', no step checked
     ],
 )
 def test_an_operation_not_done_in_a_box_or_after_hashes_is_no_answer(
@@ -1875,6 +1877,12 @@ def test_the_detail_says_a_chain_after_hashes_gave_its_last_side() -> None:
     assert "(after #### and its last '=')" in chain.detail
     assert "(after ####)" in graded(number_task("23"), "#### 23").detail
     assert "(after ####)" in graded(number_task("120"), "#### 120 = 2 hours").detail
+
+
+def test_the_detail_shows_the_whole_chain_after_hashes_that_is_no_answer() -> None:
+    goes_on = graded(number_task("12"), "#### 12 = 3 * 4 + 1").detail
+    assert "'12 = 3 * 4 + 1' after ####" in goes_on
+    assert "'12 = 3 + 4' after ####" in graded(number_task("12"), "#### 12 = 3 + 4").detail
 
 
 @pytest.mark.parametrize(
