@@ -556,6 +556,8 @@ def test_number_grader_follows_a_self_correction(
         ("12", "The answer is 12 = 3 * 4 + 1.", 0.0),  # the operation goes on
         ("12", "The answer is 12 = 3 * 4. I counted 5 rows.", 1.0),
         ("12", "The answer is 5 + 12 = 3 * 4.", 0.0),  # 12 is no side of it
+        ("8", "The answer is 8 = 12 - 4.", 1.0),  # a '-' after the '=' subtracts (a range)
+        ("9", "The answer is 9 = 12 - 4.", 0.0),
         # not arithmetic: the number stands
         ("3", "The answer is 3 more than yesterday.", 1.0),
         ("3", "The answer is 3 times.", 1.0),

@@ -960,10 +960,13 @@ def _number_or_expression(marked: _MarkedNumber, landmarks: _Landmarks) -> _Extr
     twice = one_quantity_in_two_units(text, [number, following], landmarks.units_asked)
     if twice is not None:  # "The answer is 5 kg (5000 g)." for "How many grams ...?"
         return twice, f"the unit asked of one quantity in two units after {marked.marker_text!r}"
-    if _OPERATOR.fullmatch(text[number.end() : following.start()]):
+    between = text[number.end() : following.start()]
+    operated = _OPERATOR.fullmatch(between) is not None
+    if operated or between.strip() == "-":
         result = _result_of_the_sentence(marked, landmarks)
-        if result is not None:  # "The answer is 12 = 3 * 4."
+        if result is not None:  # "The answer is 12 = 3 * 4.", "... 8 = 12 - 4." (no range)
             return found_number(result), f"after {marked.marker_text!r}, before the operation"
+    if operated:
         # "Actually, it's 3 more than 9": an operand, and the grader does not compute;
         # a number after the expression (", so 12") is found by the usual rules
         if marked.index + 2 < len(landmarks.numbers):
