@@ -1244,6 +1244,20 @@ def test_a_bad_logit_bias_entry_is_named_by_its_token(shared_server: Running, st
     assert not any(stub.bodies for stub in stubs.workers.values())
 
 
+def test_a_logit_bias_beyond_a_floats_range_says_so(shared_server: Running, stubs: Stubs) -> None:
+    """A bias sent as a 401-digit integer got pydantic's "Input should be a valid number",
+    which said neither that it was too large nor what to send; it now says both, as the
+    request's float fields do, and names its entry."""
+    assert_a_400(
+        shared_server.client(),
+        {"logit_bias": {"1000": -100, "50256": -(10**400)}},
+        "logit_bias.50256",
+        "invalid request: logit_bias['50256'] must be a finite number from -100 to 100, e.g. "
+        "0.5 (got an integer of 401 digits, beyond a 64-bit float's range, about 1.8e308)",
+    )
+    assert not any(stub.bodies for stub in stubs.workers.values())
+
+
 def test_a_strict_flag_that_is_no_boolean_is_a_400_naming_it(
     shared_server: Running, stubs: Stubs
 ) -> None:

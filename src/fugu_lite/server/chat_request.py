@@ -528,15 +528,25 @@ class ChatCompletionRequest(BaseModel):
         if not isinstance(value, int | float) or fits_a_float(value):  # true, false: finite
             return value
         name = str(info.field_name)
-        got = repr(value)  # inf, nan
-        if isinstance(value, int):
-            got = f"an integer of {len(str(abs(value)))} digits, beyond a 64-bit float's range"
-            got += ", about 1.8e308"
         raise ParamError(
             name,
             f"{name} must be a finite number {bounds_text(cls.model_fields[name].metadata)}, "
-            f"e.g. 0.5 (got {got})",
+            f"e.g. 0.5 (got {not_a_float_text(value)})",
         )
+
+    @field_validator("logit_bias", mode="before")
+    @classmethod
+    def _finite_biases(cls, value: Any) -> Any:
+        """A bias beyond a float's range, as _finite_numbers: a 401-digit integer got
+        pydantic's "Input should be a valid number", which said neither."""
+        for token, bias in value.items() if isinstance(value, dict) else ():
+            if isinstance(bias, int | float) and not fits_a_float(bias):
+                raise ParamError(
+                    key_path("logit_bias", token),
+                    f"logit_bias[{token!r}] must be a finite number from -100 to 100, e.g. 0.5 "
+                    f"(got {not_a_float_text(bias)})",
+                )
+        return value
 
     def json_schemas(self) -> list[tuple[str, Any]]:
         """(where, schema) for each JSON schema the request holds: response_format's, each
@@ -611,6 +621,14 @@ def fits_a_float(value: int | float) -> bool:
         return math.isfinite(value)
     except OverflowError:
         return False
+
+
+def not_a_float_text(value: int | float) -> str:
+    """What a number that is no finite float is, for a message's "(got ...)"."""
+    if isinstance(value, int):
+        digits = len(str(abs(value)))
+        return f"an integer of {digits} digits, beyond a 64-bit float's range, about 1.8e308"
+    return repr(value)  # inf, nan
 
 
 def bounds_text(constraints: list[Any]) -> str:
