@@ -346,16 +346,16 @@ def scripted_stream(chunks: list[dict[str, Any]]) -> FastAPI:
 
 
 def streamed_with_usage(
-    serve: Any, stubs: Stubs, worker: str, worker_chunks: list[dict[str, Any]]
+    serve: Any, stubs: Stubs, worker: str, worker_chunks: list[dict[str, Any]], **request: Any
 ) -> list[Any]:
-    """The chunks a client asking for usage gets of a MATH question routed to `worker`,
-    which streams `worker_chunks` (scripted_stream)."""
+    """The chunks a client asking for usage gets of a MATH question (with `request`'s other
+    keys) routed to `worker`, which streams `worker_chunks` (scripted_stream)."""
     with ServerThread(scripted_stream(worker_chunks)) as upstream:
         running = serve(pool_for(stubs, overrides={worker: {"base_url": upstream.base_url}}))
         return list(
             running.client().chat.completions.create(
                 model=MODEL, messages=user(MATH), stream=True,
-                stream_options={"include_usage": True},
+                stream_options={"include_usage": True}, **request,
             )
         )  # fmt: skip
 
@@ -420,6 +420,30 @@ def test_a_streamed_tool_call_a_worker_reports_no_usage_for_is_counted(
     chunks = streamed_with_usage(serve, stubs, first, worker_chunks)
     assert chunks[-1].usage is not None and chunks[-1].usage.completion_tokens == 2
     assert chunks[-2].choices[0].finish_reason == style
+
+
+def test_a_streams_estimated_prompt_tokens_count_the_requests_tools(
+    serve, stubs: Stubs, family: RouterFamily
+) -> None:
+    """A worker streaming no usage has its prompt tokens estimated from the prompt's
+    characters; the request's tools schemas (or deprecated functions'), which the worker
+    reads as part of its prompt, were not counted, so a tool request's estimate ran low.
+    They now count, as JSON."""
+    first = ranking_for(family, MATH).ranking[0]
+    worker_chunks = [stream_chunk(0, {"role": "assistant", "content": "4"})]
+    tools = [{"type": "function", "function": {"name": "add", "description": "adds " * 100,
+                                               "parameters": {"type": "object"}}}]  # fmt: skip
+    bare = streamed_with_usage(serve, stubs, first, worker_chunks)[-1].usage
+    with_tools = streamed_with_usage(serve, stubs, first, worker_chunks, tools=tools)[-1].usage
+    assert bare is not None and with_tools is not None
+    tool_tokens = len(json.dumps(tools)) // 4  # the sum's floor is this one's or one more
+    assert with_tools.prompt_tokens - bare.prompt_tokens in (tool_tokens, tool_tokens + 1)
+    functions = [tools[0]["function"]]  # the deprecated form
+    with_functions = streamed_with_usage(serve, stubs, first, worker_chunks, functions=functions)
+    assert with_functions[-1].usage is not None
+    function_tokens = len(json.dumps(functions)) // 4
+    extra_tokens = with_functions[-1].usage.prompt_tokens - bare.prompt_tokens
+    assert extra_tokens in (function_tokens, function_tokens + 1)
 
 
 def test_usage_a_worker_sends_before_its_last_chunk_is_the_only_usage_relayed(

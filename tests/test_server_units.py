@@ -945,14 +945,40 @@ def test_a_streams_estimated_usage_is_four_characters_a_prompt_token_and_a_token
     completion tokens were ever checked: any prompt estimate passed)."""
     messages = [{"role": "system", "content": "be brief"}, {"role": "user", "content": "x" * 30}]
     # '"be brief"' and '"xx...x"': 10 + 32 characters, 10 prompt tokens
-    assert estimated_usage(messages, 3) == {
+    assert estimated_usage(messages, 3, tools=[]) == {
         "prompt_tokens": 10, "completion_tokens": 3, "total_tokens": 13, "fugu_estimated": True,
     }  # fmt: skip
-    assert estimated_usage([{"role": "assistant", "content": None}], 0)["prompt_tokens"] == 1
+    assert (
+        estimated_usage([{"role": "assistant", "content": None}], 0, tools=[])["prompt_tokens"] == 1
+    )
     # null content (an assistant's tool-call turn) is no text: '""', not 'null' (32 + 2
     # characters, 8 tokens, where 32 + 4 made 9; no test told them apart)
     call_turn = [messages[1], {"role": "assistant", "content": None}]
-    assert estimated_usage(call_turn, 0)["prompt_tokens"] == 8
+    assert estimated_usage(call_turn, 0, tools=[])["prompt_tokens"] == 8
+
+
+def test_a_streams_estimated_prompt_tokens_count_tool_calls_and_tool_schemas() -> None:
+    """A tool conversation's estimate counted only each message's content: an assistant
+    turn's tool_calls or deprecated function_call and the request's tools schemas were
+    left out, so it ran low. Each is now counted as JSON, as content is."""
+    call = {"id": "c1", "type": "function", "function": {"name": "add", "arguments": "{}"}}
+    turns = [{"role": "user", "content": "x" * 38}, {"role": "assistant", "content": None}]
+    bare = estimated_usage(turns, 0, tools=[])["prompt_tokens"]  # 40 + 2 characters
+    calls = [turns[0], {**turns[1], "tool_calls": [call]}]
+    function_call = [turns[0], {**turns[1], "function_call": call["function"]}]
+    tools = [{"type": "function", "function": {"name": "add", "parameters": {"type": "object"}}}]
+    assert bare == 10
+    assert (
+        estimated_usage(calls, 0, tools=[])["prompt_tokens"] == (42 + len(json.dumps([call]))) // 4
+    )
+    assert (
+        estimated_usage(function_call, 0, tools=[])["prompt_tokens"]
+        == (42 + len(json.dumps(call["function"]))) // 4
+    )
+    assert (
+        estimated_usage(turns, 0, tools=tools)["prompt_tokens"]
+        == (42 + len(json.dumps(tools))) // 4
+    )
 
 
 def test_a_chunk_whose_choice_has_no_delta_counts_no_token() -> None:

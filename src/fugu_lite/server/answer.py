@@ -223,6 +223,7 @@ def relayed_stream(server: FuguServer, routed: Routed, opened: OpenedStream) -> 
         model=server.settings.model_name,
         include_usage=routed.chat.include_usage,
         messages=server.pool.request_messages(opened.worker, routed.messages),
+        tools=[*(routed.chat.tools or []), *(routed.chat.functions or [])],
         idle_timeout_s=server.pool.worker(opened.worker).timeout_s,
         redact=server.redact,
         on_done=done,

@@ -41,6 +41,7 @@ class RelayedStream:
         model: str,
         include_usage: bool,
         messages: list[dict[str, Any]],
+        tools: list[dict[str, Any]],
         idle_timeout_s: float,
         redact: Redactor,
         on_done: DoneCallback,
@@ -52,6 +53,7 @@ class RelayedStream:
         self.model = model
         self.include_usage = include_usage
         self.messages = messages
+        self.tools = tools  # the request's tools and deprecated functions, for estimated_usage
         self.idle_timeout_s = idle_timeout_s
         self.redact = redact
         self.on_done = on_done
@@ -162,7 +164,9 @@ class RelayedStream:
         """The worker's usage, else (none came, or the stream ended before it did) the
         estimate from what was streamed."""
         if self.usage is None:
-            self.usage = self.worker_usage or estimated_usage(self.messages, self.content_chunks)
+            self.usage = self.worker_usage or estimated_usage(
+                self.messages, self.content_chunks, tools=self.tools
+            )
         return self.usage
 
     def _record(self, outcome: str, status: int) -> None:
@@ -193,11 +197,15 @@ def has_content(chunk: dict[str, Any]) -> int:
     return 0
 
 
-def estimated_usage(messages: list[dict[str, Any]], content_chunks: int) -> dict[str, Any]:
+def estimated_usage(
+    messages: list[dict[str, Any]], content_chunks: int, *, tools: list[dict[str, Any]]
+) -> dict[str, Any]:
     """For workers that report no usage when streaming (llama.cpp's server): one token per
-    content chunk (what llama.cpp streams) and ~4 characters per prompt token. Marked
-    `fugu_estimated` so nobody mistakes it for a count."""
-    characters = sum(len(json.dumps(message.get("content") or "")) for message in messages)
+    content chunk (what llama.cpp streams) and ~4 characters per prompt token, of the
+    messages' texts, their tool calls and the request's tool schemas (`tools`: its tools and
+    deprecated functions) as JSON. Marked `fugu_estimated` so nobody mistakes it for a
+    count."""
+    characters = sum(map(prompt_characters, messages)) + (len(json.dumps(tools)) if tools else 0)
     prompt_tokens = max(1, characters // 4)
     return {
         "prompt_tokens": prompt_tokens,
@@ -205,6 +213,12 @@ def estimated_usage(messages: list[dict[str, Any]], content_chunks: int) -> dict
         "total_tokens": prompt_tokens + content_chunks,
         "fugu_estimated": True,
     }
+
+
+def prompt_characters(message: dict[str, Any]) -> int:
+    """A message's text and its calls (tool_calls, a deprecated function_call) as JSON."""
+    calls = [message[key] for key in ("tool_calls", "function_call") if message.get(key)]
+    return len(json.dumps(message.get("content") or "")) + sum(len(json.dumps(c)) for c in calls)
 
 
 def sse(payload: dict[str, Any] | object) -> str:
