@@ -881,6 +881,16 @@ def test_an_infinite_cost_weight_is_refused_by_the_request_model_itself() -> Non
     assert largest.cost_weight == 1e308
 
 
+def test_a_nan_logit_bias_is_refused_as_no_finite_number() -> None:
+    """A program validating a ChatCompletionRequest itself can give a bias of nan, which
+    JSON cannot carry: it is told the bias must be a finite number, as an integer beyond a
+    float's range is (checking integers only, not floats, passed every test: nan's message
+    was then "= nan is outside -100..100")."""
+    finite = "logit_bias['42'] must be a finite number from -100 to 100, e.g. 0.5 (got nan)"
+    with pytest.raises(ValidationError, match=re.escape(finite)):
+        ChatCompletionRequest.model_validate({**VALID, "logit_bias": {"42": math.nan}})
+
+
 @pytest.mark.parametrize(
     "field", ["temperature", "top_p", "presence_penalty", "frequency_penalty", "cost_weight"]
 )

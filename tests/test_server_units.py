@@ -968,6 +968,9 @@ def test_a_streams_estimated_prompt_tokens_count_tool_calls_and_tool_schemas() -
     function_call = [turns[0], {**turns[1], "function_call": call["function"]}]
     tools = [{"type": "function", "function": {"name": "add", "parameters": {"type": "object"}}}]
     assert bare == 10
+    # a null tool_calls (a program's own dict; the server leaves nulls out) is no call
+    null_calls = [turns[0], {**turns[1], "tool_calls": None}]
+    assert estimated_usage(null_calls, 0, tools=[])["prompt_tokens"] == bare  # not 'null': 11
     assert (
         estimated_usage(calls, 0, tools=[])["prompt_tokens"] == (42 + len(json.dumps([call]))) // 4
     )
