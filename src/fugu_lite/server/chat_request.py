@@ -48,6 +48,8 @@ NOT_FORWARDED = frozenset({"model", "messages", "stream", "stream_options", *FUG
 
 # OpenAI's limits of a request's metadata
 METADATA_MAX_PAIRS = 16
+# OpenAI's range of a logit_bias value
+LOGIT_BIAS_LOWEST, LOGIT_BIAS_HIGHEST = -100, 100
 METADATA_MAX_KEY_CHARS = 64
 METADATA_MAX_VALUE_CHARS = 512
 # OpenAI's limits of its identifier strings, with what to send instead of a longer one:
@@ -286,10 +288,11 @@ class ChatCompletionRequest(BaseModel):
                     f"logit_bias keys are token ids (integers written as strings, e.g. "
                     f'"50256"); got {token!r}',
                 )
-            if not -100 <= bias <= 100:
+            if not LOGIT_BIAS_LOWEST <= bias <= LOGIT_BIAS_HIGHEST:
                 raise ParamError(
                     key_path("logit_bias", token),
-                    f"logit_bias[{token!r}] = {exact_number(bias)} is outside -100..100",
+                    f"logit_bias[{token!r}] = {exact_number(bias)} is outside "
+                    f"{LOGIT_BIAS_LOWEST}..{LOGIT_BIAS_HIGHEST}",
                 )
         return value
 
@@ -543,8 +546,8 @@ class ChatCompletionRequest(BaseModel):
             if isinstance(bias, int | float) and not fits_a_float(bias):
                 raise ParamError(
                     key_path("logit_bias", token),
-                    f"logit_bias[{token!r}] must be a finite number from -100 to 100, e.g. 0.5 "
-                    f"(got {not_a_float_text(bias)})",
+                    f"logit_bias[{token!r}] must be a finite number from {LOGIT_BIAS_LOWEST} to "
+                    f"{LOGIT_BIAS_HIGHEST}, e.g. 0.5 (got {not_a_float_text(bias)})",
                 )
         return value
 
