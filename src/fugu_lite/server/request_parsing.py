@@ -273,21 +273,16 @@ def unencodable_escaped(error: UnicodeEncodeError) -> str:
 
 # How a surrogate can show in a UTF-8 body: a JSON escape (\\ud800) or UTF-8-style bytes
 # (which start with 0xED); without any of these the decoded payload need not be checked.
+# The marks are UTF-8 bytes: json_object refuses a body in UTF-16 or UTF-32, where a
+# "\\udc00" is other bytes (it went unchecked and reached the tokenizer: a 500).
 SURROGATE_MARKS = (b"\\ud", b"\\uD", b"\xed")
-
-
-def may_hold_surrogates(body: bytes) -> bool:
-    """Whether the payload read from `body` may hold a lone surrogate. The marks are bytes
-    of UTF-8 text: json_object refuses a body in UTF-16 or UTF-32, where a "\\udc00" is
-    other bytes (it went unchecked, and reached the tokenizer, which failed on it: a 500)."""
-    return any(mark in body for mark in SURROGATE_MARKS)
 
 
 def check_unicode(body: bytes, payload: dict[str, Any]) -> None:
     """JSON lets a string hold half a surrogate pair (`"\\ud800"`), which is no Unicode text:
     tokenizers and UTF-8 encoders fail on it, so it is refused here as a 400, naming the
     first one in the body and its place."""
-    if not may_hold_surrogates(body):
+    if not any(mark in body for mark in SURROGATE_MARKS):
         return
     try:
         json.dumps(payload, ensure_ascii=False).encode("utf-8")  # fast: no walk in Python

@@ -17,7 +17,7 @@ from openai.types.chat import ChatCompletionChunk
 
 from .config import WorkerConfig
 from .llama_cpp_answers import named_once, one_call_style, top_logprobs_as_asked
-from .results import check_calls, check_list_of_objects, json_safe, not_an_object
+from .results import check_calls, check_list_of_objects, check_object_or_none, json_safe
 
 logger = logging.getLogger(__name__)
 
@@ -100,11 +100,10 @@ def check_choices(chunk: dict[str, Any]) -> None:
     check_list_of_objects(choices, "a stream chunk's choices")
     for n, choice in enumerate(choices or []):
         delta = choice.get("delta")
-        if delta is None:
-            continue
-        if not isinstance(delta, dict):
-            raise not_an_object(f"a stream chunk's choices[{n}].delta", delta)
-        check_calls(delta, f"a stream chunk's choices[{n}].delta")
+        where = f"a stream chunk's choices[{n}].delta"
+        check_object_or_none(delta, where)
+        if delta is not None:
+            check_calls(delta, where)
 
 
 async def close_stream(stream: Any) -> None:
