@@ -124,8 +124,8 @@ def torn_record_task(fragment: str) -> dict[str, str]:
     """The task (family) and id a torn record still holds whole, by name: its last fields,
     read after its worker_ids only, as a prompt's messages may hold an "id" of their own (a
     tool call's)."""
-    _, worker_ids, fields = fragment.partition('"worker_ids":')
-    return whole_fields(fields, RECORD_TASK_FIELD) if worker_ids else {}
+    _, _, fields = fragment.partition('"worker_ids":')  # "" when cut before its worker_ids
+    return whole_fields(fields, RECORD_TASK_FIELD)
 
 
 def end_last_line(path: Path) -> None:
