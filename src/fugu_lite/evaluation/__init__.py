@@ -19,66 +19,41 @@ reach a quality), `pareto` (the report), `pareto_output` and `pareto_plot`.
 from .baselines import (
     DEFAULT_ALPHA,
     DEFAULT_K,
-    KNN_GRID,
-    RIDGE_GRID,
-    BaselineResult,
-    RidgeModel,
     Selection,
     fit_ridge,
     knn_baseline,
     knn_predict,
-    mean_choice_reward,
     ridge_baseline,
     run_baselines,
     select_on_validation,
 )
-from .curves import OperatingPoint, baseline_cost_predictions
-from .hull import aiq, cost_to_reach, non_decreasing_hull, reward_floor
+from .curves import baseline_cost_predictions
+from .hull import aiq, cost_to_reach, non_decreasing_hull
 from .output import evaluation_markdown, print_evaluation, write_evaluation
 from .pareto import curve_entry_in, pareto_report
 from .pareto_output import print_pareto, write_pareto
-from .plots import write_plots
-from .report import (
-    best_single_worker,
-    evaluation_report,
-    gap_closed,
-    oracle_choices,
-    per_task_best_workers,
-    router_predictions,
-)
-from .table import RewardTable, argmax_choices, picked, reward_table
+from .report import evaluation_report, router_predictions
+from .table import RewardTable, argmax_choices, reward_table
 
 __all__ = [
     "DEFAULT_ALPHA",
     "DEFAULT_K",
-    "KNN_GRID",
-    "RIDGE_GRID",
-    "BaselineResult",
-    "OperatingPoint",
     "RewardTable",
-    "RidgeModel",
     "Selection",
     "aiq",
     "argmax_choices",
     "baseline_cost_predictions",
-    "best_single_worker",
     "cost_to_reach",
     "curve_entry_in",
     "evaluation_markdown",
     "evaluation_report",
     "fit_ridge",
-    "gap_closed",
     "knn_baseline",
     "knn_predict",
-    "mean_choice_reward",
     "non_decreasing_hull",
-    "oracle_choices",
     "pareto_report",
-    "per_task_best_workers",
-    "picked",
     "print_evaluation",
     "print_pareto",
-    "reward_floor",
     "reward_table",
     "ridge_baseline",
     "router_predictions",
@@ -86,5 +61,4 @@ __all__ = [
     "select_on_validation",
     "write_evaluation",
     "write_pareto",
-    "write_plots",
 ]
