@@ -42,6 +42,7 @@ def default_reference_cost(records: Sequence[RewardRecord], fix: str = TRAINING_
             "the default reference cost is the mean train cost, but there are no train "
             "records; set reference_cost explicitly"
         )
+    # Callers check costs first; kept so that a new one never gets the mean of some prompts.
     require_costs(train, "the default reference cost", fix)
     cells = [cost for record in train for cost in record.costs or []]
     mean = math.fsum(cells) / len(cells)
