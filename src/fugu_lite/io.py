@@ -188,8 +188,8 @@ def _decoded_line(path: Path, line_number: int, raw: bytes) -> str:
 
 def _refuse_a_json_list(path: Path, line_number: int, line: str, rest: BinaryIO) -> None:
     """A JSON list (a .json saved under this name, or pretty-printed): "expected a JSON
-    object, got list" or "not valid JSON; fix that line" did not say so. A list on each line
-    (a table's rows written with json.dumps(row)) is no list to split with jq."""
+    object ({...}), got an array" or "not valid JSON; fix that line" did not say so. A list
+    on each line (a table's rows written with json.dumps(row)) is no list to split with jq."""
     if not line.lstrip().startswith("["):
         return
     if _is_list_of_values(line) and _is_list_of_values(_next_filled_line(rest) or ""):

@@ -191,8 +191,8 @@ def _pandas_orient(row: dict) -> str | None:
 
 def _is_json_array(path: Path) -> bool:
     """The file holds one JSON list of row objects rather than one object a line: a .json,
-    or a .jsonl that pandas' to_json(orient='records') wrote without lines=True (refused as
-    "line 1: expected a JSON object, got list")."""
+    or a .jsonl that pandas' to_json(orient='records') wrote without lines=True (read as JSON
+    Lines, refused as "line 1: the file holds a JSON list, not JSON Lines")."""
     with open_for_reading(path) as stream:
         start = stream.read(4096).decode("utf-8", errors="replace").removeprefix("\ufeff")
     return start.lstrip().startswith("[")
