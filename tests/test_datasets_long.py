@@ -417,6 +417,8 @@ def test_a_cost_written_with_a_currency_sign_or_unit_says_to_write_the_number_al
         ("5k tokens", "5000"),
         ("$2 Million USD", "2000000"),
         ("3 million-token", "3000000"),  # a hyphenated unit: the word before the hyphen
+        ("5k-token", "5000"),  # a suffix hyphened to a unit: no name's hyphen ("3.5-turbo")
+        ("2M-token", "2000000"),
     ],
 )
 def test_a_cost_with_a_multiplier_suffix_is_told_to_be_written_in_full(
@@ -425,7 +427,8 @@ def test_a_cost_with_a_multiplier_suffix_is_told_to_be_written_in_full(
     """A cost with a thousands or billions suffix ("5k", "7B") or word ("5 thousand") was
     told to "write the number alone, without a currency sign or unit: 5", a cost 1000 (or
     10^9) times too small; so were "5 trillion" and a multiplier with a unit after it ("5
-    thousand tokens", "3 million-token")."""
+    thousand tokens", "3 million-token"); "5k-token" was read as a name ("3.5-turbo") and got
+    no hint at all."""
     path = tmp_path / "long.csv"
     assert _cost_cell_refusal(path, cell) == (
         f"{path}, line 2: cost must be a finite number, got {cell!r} (write the number alone "

@@ -138,14 +138,15 @@ def _digits_of_a_name(unit: re.Match[str]) -> bool:
     """Whether the number's digits are part of a name (a worker's, in a shifted column): a
     letter comes right before them ("m1", "gpt-4o", "claude-3-haiku", "GPT-4") other than a
     currency code's ("USD1.5", `_CURRENCY_CODES`), or the word right after them holds a hyphen
-    ("3.5-turbo", "4o-mini") or is GPT-4o's "o" ("4o"). A currency sign is no letter ("$1.5",
-    "US$1.5"), and a word spaced from the number is read as a currency code ("USD 1.5"; so is
-    "gpt 4")."""
+    ("3.5-turbo", "4o-mini"; not after a multiplier: "5k-token") or is GPT-4o's "o" ("4o"). A
+    currency sign is no letter ("$1.5", "US$1.5"), and a word spaced from the number is read as
+    a currency code ("USD 1.5"; so is "gpt 4")."""
     before, after = unit["before"], unit["after"] or ""
     lettered = before[-1:].isalpha() and unit.end("before") == unit.start("number")
     currency_code = before in _CURRENCY_CODES
     joined = unit.end("number") == unit.start("after")
-    named_after = joined and ("-" in after or _OMNI_SUFFIX.match(after) is not None)
+    hyphened_name = "-" in after and _multiplier(after) is None
+    named_after = joined and (hyphened_name or _OMNI_SUFFIX.match(after) is not None)
     return (lettered and not currency_code) or named_after
 
 
