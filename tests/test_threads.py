@@ -194,6 +194,15 @@ SAID_BOUND = {"OMP_NUM_THREADS": "below 2**63", "OPENBLAS_NUM_THREADS": "below 2
             ("OPENBLAS_NUM_THREADS", "2147483648", False),
             ("OPENBLAS_NUM_THREADS", "4294967297", False),
         ],
+        # atoi stops at a comma: OpenBLAS runs the first count's threads (checked with
+        # threadpoolctl: `1,x` and `1,2147483648` gave 1 thread, `0,1` a thread per core)
+        *[
+            ("OPENBLAS_NUM_THREADS", value, sized)
+            for value, sized in [
+                *[("2,x", True), ("2,2147483648", True), ("2,0", True), (" 2 ,", True)],
+                *[("0,2", False), (",2", False), ("2147483648,2", False), ("x,2", False)],
+            ]
+        ],
     ],
 )
 def test_only_a_thread_count_in_a_thread_variable_sizes_the_pools_and_any_other_is_said(

@@ -33,16 +33,18 @@ _SAID_IGNORED: set[tuple[str, str]] = set()  # (variable, value) said to size no
 
 
 def pools_sized_by_user() -> bool:
-    """Whether one of THREAD_VARIABLES holds a thread count. One that holds none (empty, `abc`,
-    `0`) sizes nothing, since the libraries ignore it and keep a thread per core (libgomp
-    says only "Invalid value"): it is said, once, and the fits keep their limit."""
+    """Whether one of THREAD_VARIABLES holds a thread count (OPENBLAS_NUM_THREADS: as its
+    first, READS_FIRST_COUNT). One that holds none (empty, `abc`, `0`) sizes nothing, since
+    the libraries ignore it and keep a thread per core (libgomp says only "Invalid value"):
+    it is said, once, and the fits keep their limit."""
     sized = False
     for name in THREAD_VARIABLES:
         value = os.environ.get(name)
         if value is None:
             continue
         largest = LARGEST_THREAD_COUNT.get(name, MAX_THREAD_COUNT)
-        if is_thread_count(value, largest):
+        read = value.partition(",")[0] if name in READS_FIRST_COUNT else value
+        if is_thread_count(read, largest):
             sized = True
         else:
             _say_ignored(name, value, largest)
@@ -55,6 +57,8 @@ MAX_THREAD_COUNT = 2**63 - 1
 # OpenBLAS reads its count with atoi into a C int, which wraps past 2**31 - 1: 2**31 is read
 # as a negative count (a thread per core), 2**32 + 1 as 1 thread
 LARGEST_THREAD_COUNT = {"OPENBLAS_NUM_THREADS": 2**31 - 1}
+# atoi stops at a comma: of OpenMP's `2,x` (a count per nesting level) OpenBLAS runs 2 threads
+READS_FIRST_COUNT = frozenset({"OPENBLAS_NUM_THREADS"})
 
 
 def is_thread_count(value: str, largest: int = MAX_THREAD_COUNT) -> bool:
