@@ -467,6 +467,37 @@ def test_a_question_with_four_options_lettered_otherwise_is_the_same_question() 
     assert len({question_key(draft) for draft in drafts}) == 1
 
 
+def test_a_question_with_five_options_lettered_otherwise_is_the_same_question() -> None:
+    """A choice question may have an option for each of CHOICE_LETTERS (A-E): its E line is
+    an option too, not a line of the question."""
+    wrong = ["Tuesday", "Friday", "Sunday", "Monday"]
+    drafts = [
+        choice_draft(random.Random(seed), "What day?", "Saturday", wrong) for seed in range(20)
+    ]
+    assert {str(draft["prompt"]).count("\n(E) ") for draft in drafts} == {1}
+    assert len({str(draft["prompt"]) for draft in drafts}) > 1
+    assert len({question_key(draft) for draft in drafts}) == 1
+
+
+def test_only_a_choice_questions_lines_are_read_in_any_order() -> None:
+    """Lines lettered "(A) " in a question graded otherwise are part of what it asks (which
+    line comes second), so the same lines in another order ask another question."""
+    prompt = "Write the second line.\n(A) red\n(B) blue"
+    reordered = "Write the second line.\n(B) blue\n(A) red"
+    drafts = [{"prompt": text, "answer": "x", "grader": "exact"} for text in (prompt, reordered)]
+    assert question_key(drafts[0]) == prompt
+    assert question_key(drafts[0]) != question_key(drafts[1])
+
+
+def test_a_question_whose_first_line_reads_as_an_option_is_another_question() -> None:
+    """The key keeps a choice question's text (up to its hint) before its sorted options:
+    options first, a two-line question starting with another question's option would have
+    the same key as that question."""
+    one = choice_draft(random.Random(0), "Which?", "X", ["Y"])
+    other = choice_draft(random.Random(0), "Y\nWhich?", "X", [])
+    assert question_key(one) != question_key(other)
+
+
 @pytest.mark.parametrize("seed", range(3))
 def test_a_count_over_a_list_with_repeats_says_how_repeats_count(seed: int) -> None:
     """ "How many numbers are in the list [26, 17, 40, 2, 40, 8, 5]?" has two answers, 7
