@@ -301,6 +301,47 @@ def test_a_reversing_task_never_asks_for_what_it_shows() -> None:
         assert draft["answer"] != shown, draft["prompt"]
 
 
+def test_a_letter_case_task_never_asks_for_what_it_shows() -> None:
+    """Asked to write a word in lowercase, a word shown in lowercase would be answered by
+    echoing it (and so would one in uppercase asked in uppercase)."""
+    case_tasks = [
+        draft for draft in drafts_of("string") if re.search(r"case letters\.", str(draft["prompt"]))
+    ]
+    assert len(case_tasks) >= 600
+    for draft in case_tasks:
+        shown = re.findall(r"'([^']*)'", str(draft["prompt"]))[-1]
+        assert draft["answer"] != shown, draft["prompt"]
+
+
+def string_words_by_level(asked: str) -> dict[int, set[str]]:
+    """The quoted words of the string family's drafts whose prompt holds `asked`, by level."""
+    return {
+        level: {
+            re.findall(r"'([^']*)'", str(draft["prompt"]))[-1]
+            for maker in makers
+            for draft in (maker(random.Random(draw)) for draw in range(300))
+            if asked in str(draft["prompt"])
+        }
+        for level, makers in FAMILIES["string"].items()
+    }
+
+
+def test_a_harder_reversal_is_of_a_longer_word() -> None:
+    """Reversing a word is a level 2 task and a level 3 one: the harder one must reverse a
+    longer word than any the easier one asks, not the same words again."""
+    words = string_words_by_level("backwards")
+    assert words[2] and words[3]
+    assert max(map(len, words[2])) < min(map(len, words[3]))
+
+
+def test_an_acronym_task_joins_the_letters_of_several_words() -> None:
+    """An acronym of one word is the first letter of that word, a level 1 task asked in a
+    level 3 maker."""
+    words = string_words_by_level("first letter of each word")[3]
+    assert len(words) > 100
+    assert min(len(shown.split()) for shown in words) >= 2
+
+
 def test_a_second_largest_question_shows_no_number_twice() -> None:
     """ "What is the second largest number in the list [9, 4, 9, 2]?" is 9 (the second of
     the sorted entries) or 4 (the second of the different numbers); the list test's own
