@@ -666,6 +666,14 @@ def test_number_grader_reads_a_first_line_holding_only_a_number(
         ("5", "#### 5 or possibly 6", "two numbers"),
         ("5", "#### 5 or perhaps 6", "two numbers"),
         ("5", "#### 5 (*or* 6)", "two numbers"),  # markdown inside the parenthesis
+        # a unit after the first of two numbers joined by "or" hides no hedge (read 18 or 5)
+        ("18", "#### 18 eggs or 19", "'18 eggs or 19'"),
+        ("5", "#### 5 m or 6 m", "'5 m or 6'"),  # a unit of one letter too
+        ("5", "#### 5 apples, or 7 apples", "'5 apples, or 7'"),
+        ("5", r"\boxed{5 \text{ apples or } 7}", "two numbers"),
+        ("5", "The answer is 5 apples or 7 apples.", "'5 apples or 7' after 'answer is'"),
+        ("7", "She has 5 apples or 7 apples.", "'5 apples or 7' at the end"),
+        ("5", "Actually 5 apples or 6.", "'5 apples or 6' after 'Actually'"),
         # the two roots of an equation, each with its variable
         ("-3", "x = 3 or x = -3", "'3 or x = -3'"),
         ("7", "The solutions are x = 5 and x = 7.", "and"),
@@ -709,6 +717,10 @@ def test_two_numbers_as_one_answer_are_ambiguous(answer: str, output: str, why: 
         ("12", "We have x = 5 and y = 7, so x + y = 12."),
         ("5", "The answer is 5 ± 0.1 cm."),  # a tolerance, not two answers
         ("4", "The answer is 4 (±0.5)."),
+        # two quantities joined by "and" are no hedge, unlike "5 apples or 7 apples"
+        ("5", "The answer is 5 boxes and 20 pens."),
+        ("5", "#### 5 boxes and 20 pens"),
+        ("6", "We need 5 boxes or more, so 6."),
     ],
 )
 def test_one_answer_next_to_other_numbers_still_counts(answer: str, output: str) -> None:

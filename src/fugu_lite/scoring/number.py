@@ -14,8 +14,8 @@ closing parenthetical that shows the working: "12 apples (15 - 3).", "5 kg (5000
 1000).", or an explanation that restates the question's numbers: "3 when 15 is divided by
 4", "15 (he had 12, got 8, gave 5)", "15 — he had 12 ...", a closing reason: "3000 grams
 because 1 kilogram is 1000 grams.", or a check working back to the question's number: "4
-days.\\n\\nCheck: 4 × 5 = 20 pages ✓"). Two numbers as the answer ("5 or 7", "5 and 7", two
-roots "x = 3 or x = -3" or "±3", a range or an undone subtraction "5-7",
+days.\\n\\nCheck: 4 × 5 = 20 pages ✓"). Two numbers as the answer ("5 or 7", "5 and 7", "5
+apples or 7 apples", two roots "x = 3 or x = -3" or "±3", a range or an undone subtraction "5-7",
 "5 minus 7" or "5, minus 7", or another operation not done at the end, "20 + 3", "20 plus
 3", "20 times 3", "12 ÷ 4"; "-2, 3" in a box),
 an operation in a box or after `####` ("\\boxed{3 \\cdot 4}", "#### 20 + 3": the grader does not
@@ -1051,10 +1051,16 @@ def _stands_to_the_end(number: re.Match[str], last_said: re.Match[str] | None) -
 # The second number may repeat its variable: the two roots "x = 3 or x = -3", "x_1 = 5, x_2 = 7".
 # Alone in a box or after ####, an alternative may also follow a comma, a parenthesis or a
 # "maybe": "#### 5, or 6", "#### 5 (or 6)", "#### 5 or maybe 6".
+# A unit may follow the first number before an "or" ("5 apples or 7 apples"), not before an
+# "and": "5 boxes and 20 pens" gives two quantities, not two answers.
 _VARIABLE_AGAIN = r"(?:[A-Za-z](?:_\{?\w{1,3}\}?)?\s*=[\s$*]*)?"
-_JOINED = re.compile(rf"[\s$*]*(?:\b(?:or|and)\b[\s$*]*{_VARIABLE_AGAIN}|-)[\s$*]*", re.IGNORECASE)
+_UNIT_BEFORE_OR = r"(?:[^\W\d_]+[\s$*]*(?=(?:,[\s$*]*)?or\b))?"
+_JOINED = re.compile(
+    rf"[\s$*]*(?:{_UNIT_BEFORE_OR}\b(?:or|and)\b[\s$*]*{_VARIABLE_AGAIN}|-)[\s$*]*", re.IGNORECASE
+)
 _IN_A_BOX = re.compile(
-    r"[\s$*]*(?:(?:(?:,[\s$*]*)?\b(?:or|and)\b|\([\s$*]*or\b)(?:\s+(?:maybe|possibly|perhaps)\b)?"
+    rf"[\s$*]*(?:(?:{_UNIT_BEFORE_OR}(?:,[\s$*]*)?\b(?:or|and)\b|\([\s$*]*or\b)"
+    r"(?:\s+(?:maybe|possibly|perhaps)\b)?"
     rf"[\s$*]*{_VARIABLE_AGAIN}|,[\s$*]*{_VARIABLE_AGAIN}|-)[\s$*]*",
     re.IGNORECASE,
 )
