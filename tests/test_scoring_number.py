@@ -1853,6 +1853,12 @@ def test_a_check_after_the_answer_that_works_back_to_the_question_is_no_answer(
         ("23", "#### 20km + 3km = 23km", 1.0),
         ("6", "#### 2 boxes times 3 = 6", 1.0),
         ("23", "#### 20 + 3 x = 23", 0.0),  # a variable, "3x = 23", is no unit
+        # nor is a constant's name: "3 pi" is "3π", which the grader does not compute (read
+        # 11.42 before, as if "pi" were a unit)
+        ("11.42", "#### 2 + 3 pi = 11.42", 0.0),
+        ("11.42", "#### 2 + 3 Pi = 11.42", 0.0),
+        ("11.42", "#### 2 + 3π = 11.42", 0.0),
+        ("5", "#### 2 + 3 pies = 5", 1.0),
         # its result before the operation counts when the operation gives it
         ("12", r"\boxed{12 = 3 \cdot 4}", 1.0),
         ("12", r"\boxed{x = 12 = 3 \times 4}", 1.0),

@@ -308,8 +308,8 @@ def _step_operation(text: str, start: int, end: int) -> Callable[[float, float],
 
 
 # a unit after an operand of a chain, before its '=' or operation: "20 apples + 3 apples =
-# 23"; two letters or more, so that "3x = 23" is no chain
-_UNIT_IN_A_CHAIN = re.compile(r"[^\S\n]*[^\W\d_]{2,}")
+# 23"; two letters or more, so that "3x = 23" is no chain, and no constant: "3 pi" is "3π"
+_UNIT_IN_A_CHAIN = re.compile(r"[^\S\n]*(?!pi\b)[^\W\d_]{2,}", re.IGNORECASE)
 
 
 def _chain_step(
