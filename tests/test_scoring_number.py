@@ -558,6 +558,10 @@ def test_number_grader_follows_a_self_correction(
         ("12", "The answer is 5 + 12 = 3 * 4.", 0.0),  # 12 is no side of it
         ("8", "The answer is 8 = 12 - 4.", 1.0),  # a '-' after the '=' subtracts (a range)
         ("9", "The answer is 9 = 12 - 4.", 0.0),
+        ("12", "The answer is 12 = 2 * 3 * 2.", 1.0),  # a chain of operations too
+        ("7", "The answer is 7 = 12 - 4 - 1.", 1.0),
+        ("12", "The answer is 12 = 2 * 3 * 3.", 0.0),
+        ("14", "The answer is 14 = 2 + 3 * 4.", 1.0),  # the marker's words are no operation
         # not arithmetic: the number stands
         ("3", "The answer is 3 more than yesterday.", 1.0),
         ("3", "The answer is 3 times.", 1.0),
@@ -657,6 +661,7 @@ def test_number_grader_reads_a_first_line_holding_only_a_number(
         ("12", "#### 12 = 12, 13", "'12, 13'"),
         # and after an operation that gives the side before its '=' (read 12 before)
         ("12", "#### 12 = 3 * 4 or 13", "'4 or 13'"),
+        ("12", "#### 12 = 2 * 3 * 2 or 13", "'2 or 13'"),  # after a chain of operations
         # a comma before the "or" or "and", a parenthesis or a "maybe" (read 5 or 6 before)
         ("5", "#### 5, or 6", "'5, or 6'"),
         ("6", r"\boxed{5, \text{or } 6}", "two numbers"),
@@ -1881,6 +1886,25 @@ def test_a_check_after_the_answer_that_works_back_to_the_question_is_no_answer(
         ("12", "#### 12 = 3 * 4 + 1", 0.0),  # the operation goes on
         ("12", "#### 12 = 3 * 4\n3 rows of 4 apples.", 1.0),  # the working on a later line
         ("8", "#### 9 = 12 - 4 = 8", 1.0),  # its side after the last '=', no step checked
+        # a chain of operations before the '=' gives it too, '*' and '/' before '+' and '-'
+        # (an expression before: one operation only was computed)
+        ("12", "#### 12 = 2 * 3 * 2", 1.0),
+        ("12", r"\boxed{12 = 2 \cdot 3 \cdot 2}", 1.0),
+        ("14", "#### 14 = 2 + 3 * 4", 1.0),
+        ("14", r"\boxed{14 = 2 + 3 \times 4}", 1.0),
+        ("4", "#### 4 = 20 - 12 ÷ 3 - 12", 1.0),
+        ("3", "#### 3 = 48 ÷ 4 ÷ 4", 1.0),
+        ("12", "#### 12 = 2 * 3 * 3", 0.0),  # 18: a false equation
+        ("12", r"\boxed{12 = 2 \cdot 3 \cdot 3}", 0.0),
+        ("12", r"\boxed{3 + 9 = 12 = 2 \cdot 3 \cdot 2}", 1.0),  # the side before its last '='
+        ("12", "#### 12 = 2 * 3 * 2 = 6 + 6", 0.0),  # an '=' after the operations
+        ("20", "#### 20 = 2 + 3 * 4", 0.0),  # 14, not (2 + 3) * 4
+        ("0", "#### 0 = 2 * 3 ÷ 0", 0.0),
+        # operations in words mixing '+' or '-' with '*' or '/' are unsure: spoken, "2 plus
+        # 3 times 4" may mean 20
+        ("14", "#### 14 = 2 plus 3 times 4", 0.0),
+        ("20", "#### 20 = 2 plus 3 times 4", 0.0),
+        ("9", "#### 9 = 2 plus 3 plus 4", 1.0),
     ],
 )
 def test_an_operation_not_done_in_a_box_or_after_hashes_is_no_answer(
@@ -1903,6 +1927,8 @@ def test_the_detail_shows_the_whole_chain_after_hashes_that_is_no_answer() -> No
     goes_on = graded(number_task("12"), "#### 12 = 3 * 4 + 1").detail
     assert "'12 = 3 * 4 + 1' after ####" in goes_on
     assert "'12 = 3 + 4' after ####" in graded(number_task("12"), "#### 12 = 3 + 4").detail
+    chain = graded(number_task("12"), "#### 12 = 2 * 3 * 3 apples, in 5 rows").detail
+    assert "'12 = 2 * 3 * 3' after ####" in chain  # the chain of operations, not what follows
 
 
 @pytest.mark.parametrize(

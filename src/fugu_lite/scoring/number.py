@@ -19,7 +19,8 @@ apples or 7 apples", two roots "x = 3 or x = -3" or "±3", a range or an undone 
 "5 minus 7" or "5, minus 7", or another operation not done at the end, "20 + 3", "20 plus
 3", "20 times 3", "12 ÷ 4"; "-2, 3" in a box),
 an operation in a box or after `####` ("\\boxed{3 \\cdot 4}", "#### 20 + 3": the grader does not
-compute it; it only checks "\\boxed{12 = 3 \\cdot 4}", 12, and "The answer is 12 = 3 * 4.";
+compute it; it only checks "\\boxed{12 = 3 \\cdot 4}", 12, "#### 12 = 2 * 3 * 2" (a chain
+of operations, '*' and '/' before '+' and '-') and "The answer is 12 = 3 * 4.";
 after `####` a chain's side after its last '=' is the answer, no step checked: "#### 20 + 3 +
 4 = 27", "#### 20 + 3 = 23 - 2 = 21"),
 times or ratios ("3:30") and a comma between digits ("1,5": a decimal comma or a
@@ -241,7 +242,7 @@ def _boxed_answer(text: str) -> _Extracted | None:
         return None, f"a factorial, not a number, in \\boxed{{}}: {shown!r}"
     boxed = unlatex(_LATEX_DIVIDE.sub("÷", boxed))
     numbers = [number for number in find_numbers(boxed) if not _is_a_tolerance(number)]
-    result = _result_before_the_operation(boxed, numbers)
+    result = _result_before_the_operation(boxed, _around_the_last_equals(boxed, numbers))
     if result is not None:  # "\\boxed{12 = 3 \\cdot 4}", "\\boxed{8 = 12 - 4}" (no range)
         return found_number(result), "\\boxed{}, before the operation giving it"
     hedge = _not_one_number(boxed, numbers[-2:], _IN_A_BOX)
@@ -269,27 +270,58 @@ _OPERATIONS: dict[str, Callable[[float, float], float]] = {
 }
 
 
+def _around_the_last_equals(text: str, numbers: list[re.Match[str]]) -> list[re.Match[str]]:
+    """The number right before the last '=' of `text` and the numbers after it ("x = 12 =
+    3 · 4": 12, 3, 4); [] when `text` holds no '='."""
+    equals = text.rfind("=")
+    if equals < 0:
+        return []
+    before = [number for number in numbers if number.end() <= equals]
+    return before[-1:] + [number for number in numbers if number.start() > equals]
+
+
 def _result_before_the_operation(
     text: str, numbers: list[re.Match[str]], start: int = 0
 ) -> re.Match[str] | None:
-    """The number making up the side before the '=' of an operation of two numbers ending
-    `numbers` when the operation gives it ("12 = 3 · 4": 12, as "3 · 4 = 12" answers 12);
-    None when there is none or the operation gives another value ("12 = 3 + 4": 7 or 12?).
-    The side starts at the '=' before it, or at `start` (after an answer marker). The
-    grader computes no answer, it only checks one given."""
+    """`numbers[0]` when it makes up the side before the '=' of the operations of the
+    numbers after it and they give it ("12 = 3 · 4": 12, as "3 · 4 = 12" answers 12; "12 =
+    2 · 3 · 2"); None when there is no such side or the operations give another value ("12
+    = 3 + 4": 7 or 12?). The side starts at the '=' before it, or at `start` (after an
+    answer marker). The grader computes no answer, it only checks one given."""
     if len(numbers) < 3:
         return None
-    result, first, second = numbers[-3:]
+    result, operands = numbers[0], numbers[1:]
     side_start = max(text.rfind("=", 0, result.start()) + 1, start)
     if text[side_start : result.start()].strip() or not _EQUALS.fullmatch(
-        text, result.end(), first.start()
+        text, result.end(), operands[0].start()
     ):
         return None
-    operation = _step_operation(text, first.end(), second.start())
-    if operation is None:
+    value = _value_of_the_operations(text, operands)
+    return result if value is not None and numbers_match(found_number(result), value) else None
+
+
+def _value_of_the_operations(text: str, operands: list[re.Match[str]]) -> float | None:
+    """What the operations joining `operands` one after another give, '*' and '/' before
+    '+' and '-' ("2 + 3 * 4": 14); None when two of them are joined by no operation, or when
+    operations in words mix the two kinds: spoken, "2 plus 3 times 4" may mean 20."""
+    operations = []
+    for previous, operand in itertools.pairwise(operands):
+        operation = _step_operation(text, previous.end(), operand.start())
+        if operation is None:
+            return None
+        operations.append(operation)
+    additive = {operation in (operator.add, operator.sub) for operation in operations}
+    in_words = re.search(r"[^\W\d_]", text[operands[0].end() : operands[-1].start()])
+    if len(additive) > 1 and in_words:
         return None
-    value = operation(found_number(first).value, found_number(second).value)
-    return result if numbers_match(found_number(result), value) else None
+    terms = [found_number(operands[0]).value]
+    for operation, operand in zip(operations, operands[1:], strict=True):
+        value = found_number(operand).value
+        if operation is operator.add or operation is operator.sub:
+            terms.append(value if operation is operator.add else -value)
+        else:
+            terms[-1] = operation(terms[-1], value)
+    return sum(terms)
 
 
 def _operation_between(text: str, start: int, end: int) -> Callable[[float, float], float] | None:
@@ -382,16 +414,24 @@ def _answer_after_hashes(text: str) -> _Extracted | None:
 
 
 def _result_before_the_chains_operation(text: str, numbers: list[re.Match[str]]) -> _Extracted:
-    """The number before the '=' of a chain "12 = 3 * 4" after `####` when its operation
-    of two numbers gives it, as "The answer is 12 = 3 * 4." reads it; else why there is no
-    answer ("12 = 3 + 4": 7 or 12?, "12 = 3 * 4 + 1", "12 = 3 * 4 or 13")."""
-    hedge = _not_one_number(text, numbers[2:4], _IN_A_BOX)
+    """The number before the '=' of a chain "12 = 3 * 4" (or "12 = 2 * 3 * 2") after `####`
+    when its operations give it, as "The answer is 12 = 3 * 4." reads it; else why there is
+    no answer ("12 = 3 + 4": 7 or 12?, "12 = 3 * 4 + 1", "12 = 3 * 4 or 13")."""
+    last = 1  # the last operand of the operations after the '='
+    while last + 1 < len(numbers) and (
+        _chain_step(text, numbers[last], numbers[last + 1]) == "operation"
+    ):
+        last += 1
+    hedge = _not_one_number(text, numbers[last : last + 2], _IN_A_BOX)
     if hedge is not None:
         return None, f"{hedge} after ####"
-    goes_on = len(numbers) > 3 and _chain_step(text, numbers[2], numbers[3]) is not None
-    result = None if goes_on else _result_before_the_operation(text, numbers[:3])
+    # an '=' after the operations: "12 = 3 * 4 = 6 + 6"
+    goes_on = (
+        last + 1 < len(numbers) and _chain_step(text, numbers[last], numbers[last + 1]) is not None
+    )
+    result = None if goes_on else _result_before_the_operation(text, numbers[: last + 1])
     if result is None:
-        shown = clip(text[numbers[0].start() : numbers[-1 if goes_on else 2].end()])
+        shown = clip(text[numbers[0].start() : numbers[-1 if goes_on else last].end()])
         return None, f"the answer is an expression, not a number: {shown!r} after ####"
     return found_number(result), "after ####, before the operation giving it"
 
@@ -986,15 +1026,15 @@ def _number_or_expression(marked: _MarkedNumber, landmarks: _Landmarks) -> _Extr
 
 
 def _result_of_the_sentence(marked: _MarkedNumber, landmarks: _Landmarks) -> re.Match[str] | None:
-    """The number right after the marker and before the '=' when the operation of two
-    numbers ending the sentence after it gives it ("The answer is 12 = 3 * 4."), else None."""
+    """The number right after the marker and before the '=' when the operations of the
+    numbers after it to the end of the sentence give it ("The answer is 12 = 3 * 4.", "...
+    12 = 2 * 3 * 2."), else None."""
     index, numbers = marked.index, landmarks.numbers
-    if index == 0 or (
-        index + 2 < len(numbers) and numbers[index + 2].start() < marked.sentence_end
-    ):
-        return None  # "The answer is 12 = 3 * 4 + 1.": the operation goes on
-    operation = numbers[index - 1 : index + 2]
-    return _result_before_the_operation(marked.marker.string, operation, marked.marker.end())
+    if index == 0:
+        return None
+    end = bisect.bisect_left(landmarks.starts, marked.sentence_end)
+    equation = numbers[index - 1 : end]
+    return _result_before_the_operation(marked.marker.string, equation, marked.marker.end())
 
 
 # between a marker's number in words and a parenthesis opening on a number: "five (3 + 2)",
