@@ -558,6 +558,7 @@ def test_number_grader_follows_a_self_correction(
         ("12", "The answer is 5 + 12 = 3 * 4.", 0.0),  # 12 is no side of it
         ("8", "The answer is 8 = 12 - 4.", 1.0),  # a '-' after the '=' subtracts (a range)
         ("9", "The answer is 9 = 12 - 4.", 0.0),
+        ("8", "The answer is 9 = 12 - 4. So 8.", 1.0),  # as "... 12 = 3 + 4. So 7." reads 7
         ("12", "The answer is 12 = 2 * 3 * 2.", 1.0),  # a chain of operations too
         ("7", "The answer is 7 = 12 - 4 - 1.", 1.0),
         ("12", "The answer is 12 = 2 * 3 * 3.", 0.0),
@@ -1914,6 +1915,25 @@ def test_an_operation_not_done_in_a_box_or_after_hashes_is_no_answer(
     assert (result.score, result.error) == (score, None), result.detail
     if score == 0.0:
         assert "an expression" in result.detail
+
+
+@pytest.mark.parametrize(
+    ("output", "shown"),
+    [
+        (r"\boxed{9 = 12 - 4}", "'12 - 4' in \\boxed{}"),
+        (r"\boxed{8 = 5-7}", "'5-7' in \\boxed{}"),
+        ("The answer is 9 = 12 - 4.", "'12 - 4'"),
+        ("The answer is 8 = 12 - 4 - 1.", "'12 - 4 - 1'"),
+        ("#### 9 = 12 - 4", "'9 = 12 - 4' after ####"),
+    ],
+)
+def test_a_false_equation_with_a_minus_is_an_expression_not_a_range(
+    output: str, shown: str
+) -> None:
+    # a '-' after an '=' subtracts ("8 = 12 - 4" answers 8): no "12 - 4" range (said before)
+    result = graded(number_task("8"), output)
+    assert (result.score, result.error) == (0.0, None)
+    assert f"the answer is an expression, not a number: {shown}" in result.detail
 
 
 def test_the_detail_says_a_chain_after_hashes_gave_its_last_side() -> None:

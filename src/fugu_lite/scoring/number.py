@@ -242,9 +242,13 @@ def _boxed_answer(text: str) -> _Extracted | None:
         return None, f"a factorial, not a number, in \\boxed{{}}: {shown!r}"
     boxed = unlatex(_LATEX_DIVIDE.sub("÷", boxed))
     numbers = [number for number in find_numbers(boxed) if not _is_a_tolerance(number)]
-    result = _result_before_the_operation(boxed, _around_the_last_equals(boxed, numbers))
-    if result is not None:  # "\\boxed{12 = 3 \\cdot 4}", "\\boxed{8 = 12 - 4}" (no range)
-        return found_number(result), "\\boxed{}, before the operation giving it"
+    equation = _around_the_last_equals(boxed, numbers)
+    holds = _equation_holds(boxed, equation)
+    if holds:  # "\\boxed{12 = 3 \\cdot 4}", "\\boxed{8 = 12 - 4}" (no range)
+        return found_number(equation[0]), "\\boxed{}, before the operation giving it"
+    if holds is False:  # "\\boxed{9 = 12 - 4}": a false equation, no "12 - 4" range
+        shown = clip(boxed[equation[1].start() : equation[-1].end()])
+        return None, f"the answer is an expression, not a number: {shown!r} in \\boxed{{}}"
     hedge = _not_one_number(boxed, numbers[-2:], _IN_A_BOX)
     if hedge is not None:
         return None, f"{hedge} in \\boxed{{}}"
@@ -280,14 +284,12 @@ def _around_the_last_equals(text: str, numbers: list[re.Match[str]]) -> list[re.
     return before[-1:] + [number for number in numbers if number.start() > equals]
 
 
-def _result_before_the_operation(
-    text: str, numbers: list[re.Match[str]], start: int = 0
-) -> re.Match[str] | None:
-    """`numbers[0]` when it makes up the side before the '=' of the operations of the
-    numbers after it and they give it ("12 = 3 · 4": 12, as "3 · 4 = 12" answers 12; "12 =
-    2 · 3 · 2"); None when there is no such side or the operations give another value ("12
-    = 3 + 4": 7 or 12?). The side starts at the '=' before it, or at `start` (after an
-    answer marker). The grader computes no answer, it only checks one given."""
+def _equation_holds(text: str, numbers: list[re.Match[str]], start: int = 0) -> bool | None:
+    """Whether the operations of the numbers after `numbers[0]` give it when it makes up the
+    side before their '=' ("12 = 3 · 4" and "12 = 2 · 3 · 2" do, as "3 · 4 = 12" answers 12;
+    "12 = 3 + 4" does not: 7 or 12?); None when `numbers` is no such equation. The side
+    starts at the '=' before it, or at `start` (after an answer marker). The grader computes
+    no answer, it only checks one given."""
     if len(numbers) < 3:
         return None
     result, operands = numbers[0], numbers[1:]
@@ -297,7 +299,7 @@ def _result_before_the_operation(
     ):
         return None
     value = _value_of_the_operations(text, operands)
-    return result if value is not None and numbers_match(found_number(result), value) else None
+    return None if value is None else numbers_match(found_number(result), value)
 
 
 def _value_of_the_operations(text: str, operands: list[re.Match[str]]) -> float | None:
@@ -429,11 +431,10 @@ def _result_before_the_chains_operation(text: str, numbers: list[re.Match[str]])
     goes_on = (
         last + 1 < len(numbers) and _chain_step(text, numbers[last], numbers[last + 1]) is not None
     )
-    result = None if goes_on else _result_before_the_operation(text, numbers[: last + 1])
-    if result is None:
+    if goes_on or not _equation_holds(text, numbers[: last + 1]):
         shown = clip(text[numbers[0].start() : numbers[-1 if goes_on else last].end()])
         return None, f"the answer is an expression, not a number: {shown!r} after ####"
-    return found_number(result), "after ####, before the operation giving it"
+    return found_number(numbers[0]), "after ####, before the operation giving it"
 
 
 def _no_number_first(text: str, numbers: list[re.Match[str]]) -> str | None:
@@ -1002,16 +1003,21 @@ def _number_or_expression(marked: _MarkedNumber, landmarks: _Landmarks) -> _Extr
         return twice, f"the unit asked of one quantity in two units after {marked.marker_text!r}"
     between = text[number.end() : following.start()]
     operated = _OPERATOR.fullmatch(between) is not None
+    last = marked.index + 1  # the expression's last operand
     if operated or between.strip() == "-":
-        result = _result_of_the_sentence(marked, landmarks)
-        if result is not None:  # "The answer is 12 = 3 * 4.", "... 8 = 12 - 4." (no range)
-            return found_number(result), f"after {marked.marker_text!r}, before the operation"
+        equation = _equation_of_the_sentence(marked, landmarks)
+        holds = _equation_holds(text, equation, marker.end())
+        if holds:  # "The answer is 12 = 3 * 4.", "... 8 = 12 - 4." (no range)
+            result = found_number(equation[0])
+            return result, f"after {marked.marker_text!r}, before the operation"
+        if holds is False:  # "The answer is 9 = 12 - 4.": a false equation, no range
+            operated, last = True, marked.index + len(equation) - 2
     if operated:
         # "Actually, it's 3 more than 9": an operand, and the grader does not compute;
         # a number after the expression (", so 12") is found by the usual rules
-        if marked.index + 2 < len(landmarks.numbers):
+        if last + 1 < len(landmarks.numbers):
             return _Then.USUAL_RULES
-        shown = clip(text[number.start() : following.end()])
+        shown = clip(text[number.start() : landmarks.numbers[last].end()])
         return None, f"the answer is an expression, not a number: {shown!r}"
     hedge = _not_one_number(text, [number, following], _JOINED)
     if hedge is not None and _OPERATION.search(text, marker.end(), number.start()):
@@ -1025,16 +1031,14 @@ def _number_or_expression(marked: _MarkedNumber, landmarks: _Landmarks) -> _Extr
     return found_number(number), f"after {marked.marker_text!r}"
 
 
-def _result_of_the_sentence(marked: _MarkedNumber, landmarks: _Landmarks) -> re.Match[str] | None:
-    """The number right after the marker and before the '=' when the operations of the
-    numbers after it to the end of the sentence give it ("The answer is 12 = 3 * 4.", "...
-    12 = 2 * 3 * 2."), else None."""
-    index, numbers = marked.index, landmarks.numbers
-    if index == 0:
-        return None
+def _equation_of_the_sentence(marked: _MarkedNumber, landmarks: _Landmarks) -> list[re.Match[str]]:
+    """The number before the sentence's last '=' and the numbers after it to the end of the
+    sentence ("The answer is 12 = 2 * 3 * 2.": 12, 2, 3, 2), for `_equation_holds` to check;
+    [] when the marked number is the output's first."""
+    if marked.index == 0:
+        return []
     end = bisect.bisect_left(landmarks.starts, marked.sentence_end)
-    equation = numbers[index - 1 : end]
-    return _result_before_the_operation(marked.marker.string, equation, marked.marker.end())
+    return landmarks.numbers[marked.index - 1 : end]
 
 
 # between a marker's number in words and a parenthesis opening on a number: "five (3 + 2)",
