@@ -1906,6 +1906,8 @@ def test_a_check_after_the_answer_that_works_back_to_the_question_is_no_answer(
         ("14", "#### 14 = 2 plus 3 times 4", 0.0),
         ("20", "#### 20 = 2 plus 3 times 4", 0.0),
         ("9", "#### 9 = 2 plus 3 plus 4", 1.0),
+        ("11", "#### 11 = 10 minus 2 plus 3", 1.0),  # '+' and '-' are one kind
+        ("12", r"\boxed{12=2 \cdot 3 \cdot 2}", 1.0),  # no space before the '='
     ],
 )
 def test_an_operation_not_done_in_a_box_or_after_hashes_is_no_answer(
