@@ -1129,3 +1129,83 @@ def test_a_split_column_of_numbers_is_no_model_score_to_warn_of(tmp_path: Path, 
     with caplog.at_level(logging.WARNING), pytest.raises(SplitError, match="unknown split '1'"):
         import_routerbench(path, split_column="fold")
     assert "hold numbers but have no cost column" not in caplog.text
+
+
+def test_a_table_named_with_dots_is_read_by_its_last_suffix(tmp_path: Path) -> None:
+    """A name with a dot before its suffix (`routerbench_0shot.v2.pkl`, `rb.2024.csv.gz`) is
+    a .pkl or .csv table as its last suffix (before a compression's) says."""
+    table = routerbench_table()
+    pickled, compressed = tmp_path / "routerbench_0shot.v2.pkl", tmp_path / "rb.2024.csv.gz"
+    table.to_pickle(pickled)
+    table.to_csv(compressed, index=False)
+    assert [r.id for r in import_routerbench(pickled)] == ["mmlu.0", "gsm.1", "mtbench.2"]
+    assert import_routerbench(compressed) == import_routerbench(pickled)
+
+
+def test_a_folder_given_as_the_table_says_to_give_the_table_inside_it(tmp_path: Path) -> None:
+    folder = tmp_path / "routerbench.pkl"
+    folder.mkdir()
+    with pytest.raises(RecordFileError) as raised:
+        import_routerbench(folder)
+    assert str(raised.value) == f"{folder} is a directory; give the .pkl or .csv table inside it"
+
+
+def test_a_nul_byte_in_a_pickled_column_name_is_no_text_encoding_to_refuse(
+    tmp_path: Path,
+) -> None:
+    """Only a CSV's header is a line of text that a NUL byte shows to be UTF-16: a pickle's
+    column name holding one (an unused notes column here) is read as it is."""
+    path = tmp_path / "rb.pkl"
+    routerbench_table(**{"notes\x00": ["a", "b", "c"]}).to_pickle(path)
+    records = import_routerbench(path)
+    assert [(r.id, r.worker_ids) for r in records] == [
+        (sample_id, sorted(ROUTERBENCH_MODELS)) for sample_id in ("mmlu.0", "gsm.1", "mtbench.2")
+    ]
+
+
+def test_a_raw_pickles_models_named_by_numbers_are_workers_named_by_their_text(
+    tmp_path: Path,
+) -> None:
+    """model_name cells holding numbers (4, 70) give each model a score and a cost, as a
+    wide table's columns named so do: the workers are '4' and '70'."""
+    raw = raw_routerbench_table(routerbench_table())
+    raw["model_name"] = raw["model_name"].map(dict(zip(ROUTERBENCH_MODELS, (4, 70), strict=True)))
+    path = tmp_path / "routerbench_raw.pkl"
+    raw.to_pickle(path)
+    first = import_routerbench(path)[0]
+    assert (first.worker_ids, first.rewards, first.costs) == (["4", "70"], [1.0, 1.0], [0.01, 0.02])
+
+
+def test_a_raw_pickles_prompt_given_as_a_dict_is_refused_as_no_text(tmp_path: Path) -> None:
+    """A pickled raw table's prompt that is a dict (one chat message) is compared across the
+    sample's rows as its text, as a list is (a dict cannot be hashed), and refused as no
+    string at the sample's rows."""
+    raw = raw_routerbench_table(routerbench_table()).astype(object)
+    for position in (0, 1):
+        raw.at[position, "prompt"] = {"role": "user", "content": "What is 2+2?"}
+    path = tmp_path / "routerbench_raw.pkl"
+    assert refusal_of_raw_pickle(path, raw) == (
+        f"{path}, the rows of sample_id=mmlu.0: prompt must be a non-empty string, got "
+        "{'role': 'user', 'content': 'What is 2+2?'}"
+    )
+
+
+def test_of_raw_samples_whose_rows_disagree_the_first_in_the_table_is_named(
+    tmp_path: Path,
+) -> None:
+    """Of two samples whose rows disagree, the one named is the first in the table (z1), not
+    the first in sorted order (a1)."""
+    raw = pd.DataFrame(
+        {
+            "sample_id": ["z1", "z1", "a1", "a1"],
+            "prompt": ["q1", "q2", "q3", "q4"],
+            "eval_name": ["mmlu"] * 4,
+            "model_name": ["m1", "m2"] * 2,
+            "performance": [1.0, 0.0, 1.0, 0.0],
+            "cost": [0.1, 0.2, 0.1, 0.2],
+        }
+    )
+    path = tmp_path / "routerbench_raw.pkl"
+    assert refusal_of_raw_pickle(path, raw).startswith(
+        f"{path}: sample_id 'z1' has different prompt values on its rows 1 and 2 ('q1', 'q2')"
+    )
