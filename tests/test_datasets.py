@@ -4,12 +4,14 @@ line ends, spreadsheets' empty rows, capital suffixes): small generated files.""
 from __future__ import annotations
 
 import bz2
+import gc
 import gzip
 import hashlib
 import json
 import logging
 import lzma
 import tracemalloc
+import warnings
 import zipfile
 from decimal import Decimal
 from pathlib import Path
@@ -39,7 +41,7 @@ from fugu_lite.datasets import (
 )
 from fugu_lite.number_text import to_float
 from fugu_lite.schemas import read_records, write_records
-from fugu_lite.text_reading import RecordFileError
+from fugu_lite.text_reading import UTF16_HINT, RecordFileError, open_for_reading, utf16_hint
 
 # --- the standard split --------------------------------------------------------------------
 
@@ -379,6 +381,41 @@ def test_a_zipped_records_file_or_one_named_in_capitals_is_called_compressed(
             f"{path}: the file is {kind}-compressed, not text; decompress it first "
             f"(`{command} {path.name} > {path.stem}`) and give the decompressed file"
         )
+
+
+def test_bzip2_of_any_level_is_called_compressed(tmp_path: Path) -> None:
+    """bzip2 writes its level after "BZh" (`bzip2 -1` to `-9`, 9 by default): a file
+    compressed at any level is said to be bzip2-compressed."""
+    plain = tmp_path / "records.jsonl"
+    write_records(plain, [record("q", [1.0, 0.0])])
+    for level in range(1, 10):
+        path = tmp_path / f"records{level}.jsonl.bz2"
+        path.write_bytes(bz2.compress(plain.read_bytes(), compresslevel=level))
+        with pytest.raises(RecordFileError, match=r"the file is bzip2-compressed, not text"):
+            read_records(path)
+
+
+def test_a_compressed_file_refused_is_closed(tmp_path: Path) -> None:
+    """The file opened to look at its start is closed when it is refused as compressed, not
+    left open until it is collected as garbage (a ResourceWarning "unclosed file")."""
+    path = tmp_path / "records.jsonl"
+    path.write_bytes(gzip.compress(b"{}\n"))
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ResourceWarning)
+        with pytest.raises(RecordFileError, match="gzip-compressed"):
+            open_for_reading(path)
+        gc.collect()
+    assert [str(w.message) for w in caught if issubclass(w.category, ResourceWarning)] == []
+
+
+def test_utf16_opening_with_text_beyond_ascii_is_called_utf16() -> None:
+    """UTF-16 whose first characters are none of ASCII (a file opening with Chinese text)
+    holds no NUL byte there: a big-endian byte-order mark tells it, or a NUL (a line end's)
+    within its first 200 bytes; the same text in another encoding gets no hint."""
+    chinese = "数学" * 30  # 60 characters, 120 bytes of UTF-16 without a NUL
+    assert utf16_hint(("\ufeff" + chinese * 2).encode("utf-16-be")) == UTF16_HINT
+    assert utf16_hint((chinese + "\nWhat is 2+2?\n").encode("utf-16-le")) == UTF16_HINT
+    assert utf16_hint((chinese + "\nWhat is 2+2?\n").encode("gb18030")) == ""
 
 
 @pytest.mark.parametrize("name", ["long.csv", "rb.csv", "long.jsonl", "ze.jsonl"])
