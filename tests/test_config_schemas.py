@@ -716,6 +716,24 @@ def test_a_lone_surrogate_escape_names_the_file_and_line(tmp_path: Path) -> None
         read_json(tmp_path / "p.json")
 
 
+def test_lone_surrogate_escapes_side_by_side_are_named_together(tmp_path: Path) -> None:
+    """A pair written in the wrong order (low half first, "\\ude00\\ud83d") is two lone
+    halves side by side: both are named, not only the first."""
+    row = json.dumps(good_row(1)).replace("prompt 1", "smile \\ude00\\ud83d")
+    path = write_lines(tmp_path / "r.jsonl", [row])
+    with pytest.raises(RecordFileError) as raised:
+        read_records(path)
+    assert "holds a lone UTF-16 surrogate escape (\\ude00\\ud83d), which" in str(raised.value)
+
+
+def test_a_missing_file_named_dash_in_a_folder_is_not_standard_input(tmp_path: Path) -> None:
+    """Only `-` alone means standard input: a path ending in `-` (runs/-) that is not
+    there is a file not found."""
+    with pytest.raises(RecordFileError) as raised:
+        read_records(tmp_path / "-")
+    assert str(raised.value) == f"{tmp_path / '-'}: file not found"
+
+
 def test_json_python_cannot_read_names_the_file_and_line(tmp_path: Path) -> None:
     """An integer of 5,000 digits (a task's answer written by another tool) or lists nested
     2,000 deep are valid JSON that json.loads raised ValueError / RecursionError on: the

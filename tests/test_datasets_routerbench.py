@@ -681,7 +681,8 @@ def test_a_routerbench_row_with_a_field_more_than_the_header_is_named(tmp_path: 
         RecordFileError, match=r"rb\.csv, row 1: 5 fields but the header has 4 .*quoting"
     ):
         import_routerbench(path)  # was the prompt '000 + 1?'
-    path.write_bytes(RB_HEADER + b"p,math,1,0.1,\nq,math,0,0.2,\n")  # a trailing comma a line
+    # a trailing comma a line, one followed by a space too
+    path.write_bytes(RB_HEADER + b"p,math,1,0.1,\nq,math,0,0.2, \n")
     records = import_routerbench(path)
     assert [(r.prompt, r.task, r.rewards, r.costs) for r in records] == [
         ("p", "math", [1.0], [0.1]),
