@@ -1494,6 +1494,16 @@ def test_a_text_or_records_file_given_as_a_config_is_not_echoed_whole(tmp_path: 
         assert len(message) < len(str(path)) + 200
 
 
+def test_yaml_nested_too_deeply_to_read_is_a_config_error(tmp_path: Path) -> None:
+    """A file of thousands of `[` (a minified or generated file given as -c or --pool) ended
+    in a RecursionError traceback from PyYAML's reader, naming no file."""
+    path = write_yaml(tmp_path / "c.yaml", "[" * 5000 + "]" * 5000)
+    for load in (lambda: load_config(path, PipelineConfig), lambda: load_pool_config(path)):
+        with pytest.raises(ConfigError) as error:
+            load()
+        assert str(error.value).startswith(f"{path}: not valid YAML: nested too deeply to read")
+
+
 def test_the_shipped_config_given_by_its_source_path_elsewhere_names_the_installed_one(
     tmp_path: Path, monkeypatch
 ) -> None:

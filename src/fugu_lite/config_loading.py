@@ -299,6 +299,12 @@ def _yaml_document(path: Path, text: str) -> object:
         return yaml.load(text, Loader=UniqueKeyLoader)
     except yaml.YAMLError as error:
         raise ConfigError(describe_yaml_error(path, error, text)) from error
+    except RecursionError:  # PyYAML reads nested brackets or indents by recursion
+        raise ConfigError(
+            f"{path}: not valid YAML: nested too deeply to read (brackets or indented blocks "
+            "inside one another, hundreds of levels down; a config nests a few): is this the "
+            "file you meant?"
+        ) from None
 
 
 class UniqueKeyLoader(yaml.SafeLoader):
