@@ -1260,6 +1260,34 @@ def test_a_word_an_override_reads_as_a_boolean_says_how_to_quote_it_on_the_comma
     assert "quotes" not in str(error.value)
 
 
+@pytest.mark.parametrize(
+    ("text", "line"),
+    [
+        ("yes: 1\n", "  the key True is not text; YAML reads an unquoted yes, on or true as the "
+         "boolean true: write the text in quotes (e.g. 'yes'); known keys here: model, "),
+        ("sft:\n  1: 3\n", "  sft: the key 1 is not text; YAML reads 1 as a number: write the "
+         "text in quotes ('1'); known keys here: cost_weight, "),
+        ("model:\n  ~: 3\n", "  model: the key None is not text; YAML reads ~ or null as no "
+         "value, and nothing before ':' is no key: write the key; known keys here: backbone, "),
+    ],
+)  # fmt: skip
+def test_a_key_yaml_reads_as_no_text_is_named_as_written(
+    tmp_path: Path, text: str, line: str
+) -> None:
+    """`yes:` (a boolean to YAML) was "1: Keys should be strings (got True)": pydantic writes
+    True as 1 in a key's path; a null key (`~:`) was said to have "no value", of a key that
+    had one."""
+    path = write_yaml(tmp_path / "c.yaml", text)
+    for load in (
+        lambda: load_config(path, PipelineConfig),
+        lambda: load_stage_config(path, SFTConfig, "sft"),
+    ):
+        with pytest.raises(ConfigError) as error:
+            load()
+        assert line in str(error.value)
+        assert "has no value" not in str(error.value)
+
+
 def test_an_integer_in_exponent_form_gets_a_hint(tmp_path: Path) -> None:
     """`batch_size: 1e3` is text to YAML, so the error said "unable to parse string as an
     integer (got '1e3')" about what the user wrote as a number."""

@@ -103,6 +103,8 @@ def describe_config_error(
         key = _key_as_the_file_names_it(key, file_keys, given)
         if item["type"] == "extra_forbidden":
             lines.append(_unknown_key_line(item, config_type, key, given, file_keys))
+        elif item["type"] == "invalid_key":
+            lines.append(_non_text_key_line(item, config_type, key))
         else:
             lines.append(_invalid_value_line(item, key, given))
     return "\n".join(lines)
@@ -162,6 +164,20 @@ def _unknown_config_key_hint(
     if key == "training" and "sft" in known:
         hint = _pipeline_training_hint(given)
     return hint
+
+
+def _non_text_key_line(item: ErrorDetails, config_type: type[BaseModel], key: str) -> str:
+    """A key YAML reads as no text (`yes:` a boolean, `1:` a number, `~:` null) was "1: Keys
+    should be strings (got True)": pydantic writes True as 1 in a key's path, and a null key
+    was said to have no value."""
+    section = key.rpartition(".")[0]  # as the file names it
+    where = f"{section}: " if section else ""
+    written = item.get("input")
+    hint = quoting_hint(written, None) or (
+        "; YAML reads ~ or null as no value, and nothing before ':' is no key: write the key"
+    )
+    known = _known_keys(config_type, item["loc"][:-1])
+    return f"  {where}the key {written!r} is not text{hint}; known keys here: {', '.join(known)}"
 
 
 def _pipeline_training_hint(given: str | None) -> str:
