@@ -1573,6 +1573,15 @@ def test_a_config_that_is_a_link_leading_back_to_itself_is_not_said_to_be_missin
     assert str(error.value) == f"config file {tmp_path / 'dangling.yaml'} not found"
 
 
+def test_a_config_path_through_a_file_is_not_found(tmp_path: Path) -> None:
+    """`-c c.yaml/sft.yaml` (a file taken for a folder) is not found, as the file is not
+    there: not "cannot be read (Not a directory)", which sounds like the file's fault."""
+    path = write_yaml(tmp_path / "c.yaml", "sft: {}\n") / "sft.yaml"
+    with pytest.raises(ConfigError) as error:
+        load_config(path, PipelineConfig)
+    assert str(error.value) == f"config file {path} not found"
+
+
 def test_a_config_that_is_not_utf8_or_is_a_directory(tmp_path: Path) -> None:
     path = tmp_path / "c.yaml"
     path.write_bytes(b"model:\n  backbone: caf\xe9\n")
@@ -2122,6 +2131,16 @@ def test_a_stage_refuses_a_pipeline_file_whose_other_sections_are_wrong(
     assert expected in message
     read = "model:" if stage == "reward_head" else f"model: and {stage}:"
     assert f"`fugu-lite train {stage.replace('_', '-')}` reads only {read} of this" in message
+
+
+def test_a_stage_takes_its_own_sections_bad_key_mended_by_set(tmp_path: Path) -> None:
+    """Only the other stage sections are checked as the pipeline reads them: a --set that
+    mends this stage's own key (`epochs: 0` under `sft:`, `--set training.epochs=3`) wins."""
+    path = write_yaml(tmp_path / "p.yaml", "sft:\n  epochs: 0\nrl:\n  epochs: 2\n")
+    config = load_stage_config(path, SFTConfig, "sft", {"training.epochs": 3})
+    assert config.training.epochs == 3
+    with pytest.raises(ConfigError, match=r"  sft\.epochs: Input should be greater"):
+        load_stage_config(path, SFTConfig, "sft")
 
 
 @pytest.mark.parametrize("text", ["sft: 0\n", "sft: false\n", "model: 3\nrl: {}\n"])
