@@ -32,7 +32,7 @@ from fugu_lite.config import (
     SFTConfig,
     unusable_device,
 )
-from fugu_lite.config_errors import ConfigError
+from fugu_lite.config_errors import ConfigError, describe_config_error
 from fugu_lite.config_loading import DEFAULT_CONFIG, load_config, load_stage_config
 from fugu_lite.io import append_jsonl, read_json, write_json, write_jsonl
 from fugu_lite.reward_head_training import RewardHeadConfig
@@ -1139,6 +1139,18 @@ def test_a_section_nested_in_another_says_it_is_a_top_level_section(
             load_stage_config(path, SFTConfig, stage)
     assert expected in str(error.value)
     assert "unindent it" in str(error.value) or "directly under training:" in str(error.value)
+    shared = "to the top level (one model: serves every stage); "
+    assert (shared in str(error.value)) == ("'model' is a top-level" in expected)
+
+
+def test_a_training_key_in_a_model_config_is_not_told_of_pipeline_sections() -> None:
+    """describe_config_error tells a checkpoint's model config (a ModelConfig) too: an unknown
+    `training` key there is no stage file's section put in a pipeline file."""
+    with pytest.raises(ValidationError) as error:
+        ModelConfig.model_validate({"training": {}})
+    message = describe_config_error(error.value, ModelConfig, "meta.json")
+    assert message.startswith("meta.json: invalid ModelConfig:\n  unknown key 'training': known")
+    assert "pipeline" not in message
 
 
 def test_a_section_nested_by_set_is_not_told_to_be_unindented() -> None:
