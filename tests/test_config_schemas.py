@@ -1831,6 +1831,17 @@ def test_a_section_that_is_not_a_mapping_says_how_to_write_one(
     assert "instance of" not in message
 
 
+def test_a_section_set_to_null_by_set_is_told_as_a_section_once() -> None:
+    """`--set model=~` is a section given no mapping: its message says what to write; the
+    advice for a key with no value is not added to it."""
+    with pytest.raises(ConfigError) as error:
+        load_config(None, PipelineConfig, {"model": None})
+    assert str(error.value).endswith(
+        "  --set model: must be a section of keys (`model:` followed by indented `key: value` "
+        "lines); fix it or delete it to use the defaults (got None)"
+    )
+
+
 def test_an_override_of_an_aliased_section_sets_only_that_section(tmp_path: Path) -> None:
     """`rl: *shared` is the anchor's own dict once read, so `--set sft.epochs=5` set rl's
     epochs too."""
