@@ -203,6 +203,16 @@ def test_expected_reward_gradient_raises_the_best_worker() -> None:
         assert after[row, best] > before[row, best]
 
 
+@pytest.mark.parametrize("estimator", ["reinforce", "expected_reward"])
+def test_rls_zero_spread_fraction_counts_only_rows_whose_workers_all_tie(estimator: str) -> None:
+    """zero_spread_fraction is the share of prompts RL learns nothing from: those where every
+    worker earned the same. The tested rows differed by 0.8 or more, so a tolerance taking
+    rows within 0.01 of each other (a cost weight's small but real signal) passed every test."""
+    rewards = torch.tensor([[0.5, 0.501, 0.5], [0.995, 0.994999, 0.995], [0.3, 0.3, 0.3]])
+    _, metrics = contextual_bandit_loss(torch.zeros(3, 3), rewards, estimator=estimator)
+    assert metrics["zero_spread_fraction"] == pytest.approx(1 / 3)
+
+
 def test_reinforce_moves_probability_to_the_best_worker() -> None:
     torch.manual_seed(0)
     logits = torch.zeros(3, 3, requires_grad=True)
@@ -229,6 +239,19 @@ def test_reinforces_sampled_reward_is_the_mean_reward_of_its_rollouts() -> None:
     rewards = torch.tensor([[0.2, 1.0, 0.0], [0.6, 0.0, 1.0]])
     _, metrics = contextual_bandit_loss(logits, rewards, rollouts_per_prompt=8)
     assert metrics["sampled_reward"] == pytest.approx(0.4)
+
+
+def test_reinforces_sampled_reward_is_what_its_rollouts_earned_not_the_expected_reward() -> None:
+    """A uniform policy over a worker earning 1 and one earning 0 expects 0.5, but its one
+    rollout earns 1 or 0. The test above reads a near-certain policy, whose rollouts earn its
+    expected reward, so reporting the expected reward as sampled_reward passed every test."""
+    rewards = torch.tensor([[0.0, 1.0]])
+    earned = set()
+    for seed in range(8):
+        torch.manual_seed(seed)
+        _, metrics = contextual_bandit_loss(torch.zeros(1, 2), rewards, rollouts_per_prompt=1)
+        earned.add(metrics["sampled_reward"])
+    assert earned == {0.0, 1.0}
 
 
 def test_reinforce_is_reproducible_with_a_seed() -> None:
