@@ -352,6 +352,23 @@ def test_an_rl_optimizer_step_leaves_no_gradient_for_the_next() -> None:
     assert all(parameter.grad is None for parameter in optimizer_parameters(model))
 
 
+def test_rl_whose_logits_overflow_stops_naming_them_and_what_to_change() -> None:
+    """Weights that are finite but huge (a learning rate far too high) give infinite logits:
+    the step stops naming them and the setting, not with torch's dump of a NaN tensor."""
+    model = RouterModel(ModelConfig(head="linear", normalize_features=False), ["a", "b"], 3)
+    with torch.no_grad():
+        model.output_layer.weight.fill_(3e38)
+    optimizer = torch.optim.AdamW(optimizer_parameters(model), lr=0.1)
+    fix = "lower training.learning_rate (now 0.1) and run it again"
+    run = RLRun(model, RL_TRAINING, DataLoader([]), None, optimizer, fix=fix)
+    batch = {"features": torch.ones(2, 3), "rewards": REWARDS[:2, :2]}
+    with pytest.raises(TrainingDiverged) as raised:
+        train_batch(run, batch, epoch=1, step=0)
+    message = str(raised.value)
+    assert message.startswith("RL diverged at epoch 1, step 1: its logits became NaN or infinite")
+    assert message.endswith(fix)
+
+
 def test_an_accumulated_rl_batch_adds_its_share_of_the_gradient() -> None:
     """With gradient_accumulation_steps=2 a batch adds half its loss's gradient, so the
     step's gradient is the mean over its batches, not their sum."""
@@ -392,6 +409,36 @@ def test_the_rl_stage_passes_its_entropy_coefficient_to_the_loss(
         losses[coefficient] = train_batch(run, batch, epoch=1, step=0)["loss"]
     # the untrained head is uniform over the three workers: its entropy is log 3
     assert losses[0.0] - losses[2.0] == pytest.approx(2.0 * math.log(3), rel=1e-5)
+
+
+@pytest.mark.parametrize("normalize_advantage", [False, True])
+def test_the_rl_stage_passes_its_estimator_rollouts_and_normalisation_to_the_loss(
+    records: list[RewardRecord], tiny_model_cfg: ModelConfig, normalize_advantage: bool
+) -> None:
+    """A step's loss is contextual_bandit_loss under training's estimator, rollouts_per_prompt
+    and normalize_advantage: the stage's tests ran the default expected_reward, so a stage
+    that never passed any of the three (always the exact gradient) passed every one."""
+    model = make_model(tiny_model_cfg, records[0].worker_ids)
+    torch.manual_seed(0)
+    with torch.no_grad():
+        model.output_layer.weight.normal_()
+    training = RL_TRAINING.model_copy(
+        update={
+            "estimator": "reinforce",
+            "rollouts_per_prompt": 3,
+            "normalize_advantage": normalize_advantage,
+        }
+    )
+    run = prepare_rl_run(records, model, training)
+    batch = {"features": torch.randn(4, model.feature_dim), "rewards": REWARDS}
+    with torch.no_grad():
+        logits = model(features=batch["features"])
+    torch.manual_seed(1)
+    _, expected = contextual_bandit_loss(
+        logits, REWARDS, "reinforce", 3, training.entropy_coefficient, normalize_advantage
+    )
+    torch.manual_seed(1)
+    assert train_batch(run, batch, epoch=1, step=0) == pytest.approx(expected, rel=1e-5)
 
 
 @pytest.mark.parametrize("estimator", ["reinforce", "expected_reward"])
@@ -937,6 +984,8 @@ def test_gradient_accumulation_counts_optimizer_steps(
     assert report["global_step"] == 2 * math.ceil(batches / 4)
     saved = json.loads((tmp_path / "router.json").read_text())["metadata"]
     assert saved["global_step"] == report["global_step"]  # the checkpoint's own count
+    # and its own history (no test read RL's: a checkpoint holding none passed them all)
+    assert saved["history"] == json.loads(json.dumps(report["history"]))
 
 
 def test_rl_whose_weights_blow_up_on_its_last_step_stops_and_writes_no_checkpoint(
