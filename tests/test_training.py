@@ -866,7 +866,10 @@ def test_a_second_training_run_reads_only_the_feature_cache(
 
 
 def test_train_sft_without_a_validation_split_keeps_the_last_epoch(
-    records: list[RewardRecord], tiny_model_cfg: ModelConfig, tmp_path: Path
+    records: list[RewardRecord],
+    tiny_model_cfg: ModelConfig,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
 ) -> None:
     no_validation = [
         r.model_copy(update={"split": "train"}) if r.split == "validation" else r for r in records
@@ -877,6 +880,8 @@ def test_train_sft_without_a_validation_split_keeps_the_last_epoch(
     assert report["best_validation_reward"] is None
     assert all("validation" not in epoch for epoch in report["history"])
     assert all("reward" in epoch["train"] for epoch in report["history"])
+    # said before training, where the user watches (no test read it: a silent run passed)
+    assert "SFT: no validation split; keeping the last epoch" in capsys.readouterr().err
 
 
 def other_workers(record: RewardRecord) -> RewardRecord:
