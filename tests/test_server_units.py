@@ -21,6 +21,7 @@ import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from types import SimpleNamespace
+from typing import Any
 
 import httpx
 import pytest
@@ -982,6 +983,28 @@ def test_a_streams_estimated_prompt_tokens_count_tool_calls_and_tool_schemas() -
         estimated_usage(turns, 0, tools=tools)["prompt_tokens"]
         == (42 + len(json.dumps(tools))) // 4
     )
+
+
+def test_a_streams_estimated_prompt_tokens_count_a_parts_text_and_a_fixed_amount_an_image() -> None:
+    """Content parts were counted as their JSON: an image part's base64 data URL counted as
+    text, so a screenshot of 40 kB made a prompt of ~10,000 tokens. Text and refusal parts
+    count their text, as a string's content does; an image (or audio, or a file) part 85
+    tokens, OpenAI's price of a low-detail image, whatever its URL's length."""
+
+    def image(data: str) -> dict[str, Any]:
+        return {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{data}"}}
+
+    def prompt_tokens(content: list[dict[str, Any]], role: str = "user") -> int:
+        return estimated_usage([{"role": role, "content": content}], 0, tools=[])["prompt_tokens"]
+
+    text = {"type": "text", "text": "x" * 38}  # '"xx...x"': 40 characters
+    assert prompt_tokens([text]) == 10
+    assert prompt_tokens([text, image("A" * 40_000)]) == (40 + 85 * 4) // 4
+    assert prompt_tokens([text, image("A" * 40_000)]) == prompt_tokens([text, image("A")])
+    audio = {"type": "input_audio", "input_audio": {"data": "A" * 9_000, "format": "wav"}}
+    assert prompt_tokens([audio]) == 85
+    refusal = {"type": "refusal", "refusal": "x" * 38}
+    assert prompt_tokens([refusal], role="assistant") == 10
 
 
 def test_a_chunk_whose_choice_has_no_delta_counts_no_token() -> None:

@@ -218,7 +218,30 @@ def estimated_usage(
 def prompt_characters(message: dict[str, Any]) -> int:
     """A message's text and its calls (tool_calls, a deprecated function_call) as JSON."""
     calls = [message[key] for key in ("tool_calls", "function_call") if message.get(key)]
-    return len(json.dumps(message.get("content") or "")) + sum(len(json.dumps(c)) for c in calls)
+    return content_characters(message.get("content")) + sum(len(json.dumps(c)) for c in calls)
+
+
+# An image, audio or file part counts as 85 prompt tokens (OpenAI's price of a low-detail
+# image; it bills images by tiles, not by their URL's length), 4 characters each: counted as
+# text, a screenshot's base64 data URL of 40 kB made a prompt of ~10,000 tokens.
+MEDIA_PART_CHARACTERS = 85 * 4
+
+# The parts holding words, each under the key its type names ({"type": "refusal", "refusal":
+# "..."}); the request model checked that they are strings.
+WORD_PART_TYPES = frozenset({"text", "refusal"})
+
+
+def content_characters(content: str | list[dict[str, Any]] | None) -> int:
+    """Content's text as a JSON string; of content parts, each text or refusal part's text
+    so, and MEDIA_PART_CHARACTERS for any other part."""
+    if not isinstance(content, list):
+        return len(json.dumps(content or ""))
+    return sum(
+        len(json.dumps(part[part["type"]]))
+        if part["type"] in WORD_PART_TYPES
+        else MEDIA_PART_CHARACTERS
+        for part in content
+    )
 
 
 def sse(payload: dict[str, Any] | object) -> str:
