@@ -710,9 +710,11 @@ SURROGATE_IN_A_MESSAGE = (
         (HI + b'"user": "bad \\ud800 half pair"}', "invalid_unicode", "user"),
         (SURROGATE_IN_A_MESSAGE.encode(), "invalid_unicode", "messages[0].content"),
         # JSON in UTF-16 or UTF-32 (where the escape is not in UTF-8's bytes): refused as not
-        # UTF-8, as a Latin-1 body is, before any surrogate is looked for
-        (SURROGATE_IN_A_MESSAGE.encode("utf-16"), None, None),
-        (SURROGATE_IN_A_MESSAGE.encode("utf-32"), None, None),
+        # UTF-8, as a Latin-1 body is, before any surrogate is looked for; text that is not
+        # UTF-8 is no Unicode text here, as a lone surrogate is not (its code was null)
+        (SURROGATE_IN_A_MESSAGE.encode("utf-16"), "invalid_unicode", None),
+        (SURROGATE_IN_A_MESSAGE.encode("utf-32"), "invalid_unicode", None),
+        (HI + b'"user": "caf\xe9"}', "invalid_unicode", None),
         # in a key: the object that holds it
         (HI + b'"metadata": {"bad \\ud800": "x"}}', "invalid_unicode", "metadata"),
         # in a key of the body itself: no param (the whole body), not ""
@@ -726,7 +728,7 @@ SURROGATE_IN_A_MESSAGE = (
         (HI + b'"user": "x",}', None, None),
     ],
     ids=["NaN", "1e400", "-Infinity", "NaN in a list", "a lone surrogate",
-         "a surrogate in a message", "a surrogate in UTF-16", "a surrogate in UTF-32",
+         "a surrogate in a message", "a surrogate in UTF-16", "a surrogate in UTF-32", "Latin-1",
          "a surrogate in a key", "a surrogate in a key of the body",
          "two surrogates", "NaN as the body",
          "NaN before a trailing comma", "NaN before nesting too deep", "a trailing comma"],
@@ -736,9 +738,9 @@ def test_a_body_that_is_no_json_text_says_so_in_its_error_code(
 ) -> None:
     """What makes a body no JSON or no Unicode text is told by its code: invalid_json for a
     number JSON has not (NaN, Infinity) or a float cannot hold, invalid_unicode for a lone
-    surrogate, none for text that is no JSON at all (no test read these codes: dropping one
-    passed). Its param was null, where every other 400 names the value it refuses; it now
-    names the first such value (text that is no JSON has none to name)."""
+    surrogate or text not in UTF-8, none for text that is no JSON at all (no test read these
+    codes: dropping one passed). Its param was null, where every other 400 names the value
+    it refuses; it now names the first such value (text that is no JSON has none to name)."""
     response = shared_server.post(body)
     assert response.status_code == 400, response.text
     error = response.json()["error"]

@@ -47,7 +47,7 @@ def json_object(body: bytes, content_type: str | None) -> dict[str, Any]:
                        "`messages`")  # fmt: skip
     encoding = json.detect_encoding(body)
     if not encoding.startswith("utf-8"):  # "utf-8-sig": UTF-8 with a byte-order mark, read
-        raise ApiError(400, not_utf8_encoding_text(encoding))
+        raise ApiError(400, not_utf8_encoding_text(encoding), code="invalid_unicode")
     try:
         payload = json.loads(
             body, parse_constant=not_a_json_number, parse_float=finite_float, parse_int=whole_number
@@ -69,7 +69,7 @@ def json_object(body: bytes, content_type: str | None) -> dict[str, Any]:
             code="invalid_json",
         ) from error
     except UnicodeDecodeError as error:
-        raise ApiError(400, not_utf8_text(error)) from error
+        raise ApiError(400, not_utf8_text(error), code="invalid_unicode") from error
     except json.JSONDecodeError as error:
         raise ApiError(
             400,
