@@ -81,6 +81,17 @@ BAD_INPUTS = [
      "not UTF-8 text: it looks UTF-16-BE encoded"),
     ("a request in UTF-32", json.dumps(VALID).encode("utf-32"), 400,
      "not UTF-8 text: it looks UTF-32 encoded"),
+    # json.detect_encoding guesses UTF-16 or UTF-32 from where NUL bytes are: a body of them
+    # "looks UTF-32-BE encoded", though read so it is NUL characters, no text
+    ("a body of NUL bytes", b"\x00\x00\x00\x00", 400,
+     "the request body is not JSON text: it holds NUL bytes (the first at offset 0), which no "
+     "JSON text in UTF-8 holds; send the JSON object encoded as UTF-8"),
+    ("a body of two NUL bytes", b"\x00\x00", 400, "it holds NUL bytes (the first at offset 0)"),
+    ("NUL bytes after a brace", b"{" + b"\x00" * 7, 400,
+     "it holds NUL bytes (the first at offset 1)"),
+    # one cut short is still told its encoding (its last character is no NUL)
+    ("a request in UTF-16 cut a byte short", json.dumps(VALID).encode("utf-16-be")[:-1], 400,
+     "not UTF-8 text: it looks UTF-16-BE encoded"),
     ("missing messages", {"model": MODEL}, 400, "messages: is required"),
     ("missing model", {"messages": VALID["messages"]}, 400, "model: is required"),
     ("empty messages", {**VALID, "messages": []}, 400, "at least one message"),

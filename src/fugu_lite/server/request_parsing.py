@@ -47,7 +47,7 @@ def json_object(body: bytes, content_type: str | None) -> dict[str, Any]:
                        "`messages`")  # fmt: skip
     encoding = json.detect_encoding(body)
     if not encoding.startswith("utf-8"):  # "utf-8-sig": UTF-8 with a byte-order mark, read
-        raise ApiError(400, not_utf8_encoding_text(encoding), code="invalid_unicode")
+        raise not_utf8_encoding_error(body, encoding)
     try:
         payload = json.loads(
             body, parse_constant=not_a_json_number, parse_float=finite_float, parse_int=whole_number
@@ -100,6 +100,21 @@ def not_utf8_text(error: UnicodeDecodeError) -> str:
         f"the request body is not UTF-8 text (the byte {byte:#04x} at offset {error.start}: "
         f"{error.reason}); send the JSON encoded as UTF-8 (Latin-1 and Windows-1252 text is not)"
     )
+
+
+def not_utf8_encoding_error(body: bytes, encoding: str) -> ApiError:
+    """The 400 for a body json.detect_encoding takes for UTF-16 or UTF-32 (`encoding`). It
+    guesses from where NUL bytes are, so a body of them (b"\\x00\\x00\\x00\\x00") "looked
+    UTF-32-BE encoded", though read so it is NUL characters, which JSON text never holds
+    raw: such a body is told of its NUL bytes instead."""
+    if "\x00" in body.decode(encoding, errors="replace"):
+        return ApiError(
+            400,
+            f"the request body is not JSON text: it holds NUL bytes (the first at offset "
+            f"{body.index(0)}), which no JSON text in UTF-8 holds; send the JSON object encoded "
+            "as UTF-8",
+        )
+    return ApiError(400, not_utf8_encoding_text(encoding), code="invalid_unicode")
 
 
 def not_utf8_encoding_text(encoding: str) -> str:
