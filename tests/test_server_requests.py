@@ -836,21 +836,65 @@ def test_a_value_nested_almost_too_deeply_to_read_is_a_400_at_every_depth(
 ) -> None:
     """A value json.loads could just read (nested some 900 levels deep) was a 500: the error
     quoting it wrote it out again deeper in the stack, where json.dumps raised
-    RecursionError. Each depth, up to and beyond the deepest the body is read at, is a 400."""
-    messages = {}
+    RecursionError. Each depth, up to and beyond the deepest the body is read at, is a 400
+    saying the body is nested too deeply (the value is not quoted), at `user` where
+    json.loads read it."""
+    said = set()
     for depth in range(800, 1001):
         response = shared_server.post(HI + b'"user": ' + b"[" * depth + b"]" * depth + b"}")
         assert response.status_code == 400, (depth, response.text)
-        messages[depth] = response.json()["error"]["message"]
-    said = {message.partition(" (got")[0] for message in messages.values()}
-    assert said == {
-        "invalid request: user: Input should be a valid string",
-        "the request body is nested too deeply to be a chat request; send `model` and "
-        "`messages` as OpenAI's API describes them",
-    }
-    got = {message.partition(" (got ")[2] for message in messages.values()} - {""}
-    assert got <= {"[" * 77 + "...)", "a value nested too deeply to show)"}, got
+        said.add((response.json()["error"]["param"], response.json()["error"]["message"]))
+    too_deep = "the request body is nested too deeply: it nests arrays and objects more than 64 "
+    assert {param for param, _ in said} == {"user", None}
+    assert all(message.startswith(too_deep) for _, message in said), said
     assert not any(stub.bodies for stub in stubs.workers.values())
+
+
+def test_a_body_nested_more_than_64_levels_deep_is_a_400_naming_the_limit(
+    shared_server: Running, stubs: Stubs
+) -> None:
+    """json.loads reads a body nested up to Python's recursion limit: an unknown key (sent on
+    to the worker as it is) holding a value nested 961 deep was forwarded. A body may nest
+    64 levels (itself the first); a tool's schema nested ten objects deep (OpenAI's limit
+    for structured outputs) is well within that, and is answered."""
+
+    def nested(levels: int) -> bytes:
+        return HI + b'"x_trace": ' + b"[" * levels + b"]" * levels + b"}"
+
+    schema: dict[str, Any] = {"type": "string"}
+    for _ in range(10):
+        schema = {"type": "object", "properties": {"inner": schema}}
+    tool = {"type": "function", "function": {"name": "deep", "parameters": schema}}
+    for fine in (nested(63), {**VALID, "tools": [tool]}):
+        response = shared_server.post(fine)
+        assert response.status_code == 200, response.text
+    assert stubs.workers[response.headers["x-fugu-worker"]].bodies[-1]["tools"] == [tool]
+    stubs.reset()
+    for levels in (64, 961):
+        response = shared_server.post(nested(levels))
+        assert response.status_code == 400, (levels, response.text)
+        error = response.json()["error"]
+        assert error["message"] == (
+            "the request body is nested too deeply: it nests arrays and objects more than 64 "
+            "levels deep (at `x_trace`), the most this server reads, which no chat request (nor "
+            "its tools' JSON schemas) needs; send `x_trace` less deeply nested"
+        ), error["message"]
+        assert error["param"] == "x_trace"
+    # a key may be empty, and is no less sent on
+    response = shared_server.post(HI + b'"": ' + b"[" * 64 + b"]" * 64 + b"}")
+    assert (response.status_code, response.json()["error"]["param"]) == (400, ""), response.text
+    assert not any(stub.bodies for stub in stubs.workers.values())
+
+
+def test_nesting_depth_is_that_of_the_deepest_array_or_object_wherever_it_is() -> None:
+    """The depth a body is refused beyond (MAX_DEPTH): objects count as arrays do, and the
+    deepest branch counts, whether written before or after a shallower one."""
+    assert [request_parsing.nesting_depth(value) for value in ("text", 7, None, [], {})] == [
+        0, 0, 0, 1, 1,
+    ]  # fmt: skip
+    assert request_parsing.nesting_depth({"a": {"b": {"c": "d"}}}) == 3
+    assert request_parsing.nesting_depth([[], [[[]]]]) == 4
+    assert request_parsing.nesting_depth([[[[]]], [], 1]) == 4
 
 
 def test_an_integer_of_more_digits_than_python_reads_is_a_400(

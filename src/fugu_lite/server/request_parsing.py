@@ -77,18 +77,52 @@ def json_object(body: bytes, content_type: str | None) -> dict[str, Any]:
             f"{error.lineno}, column {error.colno}{sent_as(content_type)}",
         ) from error
     except RecursionError as error:
-        raise ApiError(
-            400,
-            "the request body is nested too deeply to be a chat request; send `model` "
-            "and `messages` as OpenAI's API describes them",
-        ) from error
+        raise too_deeply_nested(None) from error
     if not isinstance(payload, dict):
         raise ApiError(
             400,
             "the request body must be a JSON object with `model` and `messages`, got "
             f"{json_kind(payload)}",
         )
+    deep = next((key for key, value in payload.items() if nesting_depth(value) >= MAX_DEPTH), None)
+    if deep is not None:
+        raise too_deeply_nested(deep)
     return payload
+
+
+# How many levels of arrays and objects a request body may nest (the body itself the first).
+# json.loads reads up to Python's recursion limit, some 960 levels, and an unknown key's value
+# went on to the worker so. A tool's schema nested ten objects deep (OpenAI's limit for
+# structured outputs) is some 25 levels deep.
+MAX_DEPTH = 64
+
+
+def nesting_depth(value: Any) -> int:
+    """How many arrays and objects deep `value` nests: 0 for a string or a number, 1 for
+    [] or [1]. A loop, not recursion, as json_walk."""
+    deepest = 0
+    pending: list[tuple[Any, int]] = [(value, 1)]
+    while pending:
+        item, depth = pending.pop()
+        if isinstance(item, dict):
+            item = list(item.values())
+        if isinstance(item, list):
+            deepest = max(deepest, depth)
+            pending.extend((child, depth + 1) for child in item)
+    return deepest
+
+
+def too_deeply_nested(key: str | None) -> ApiError:
+    """The 400 for a body nested more than MAX_DEPTH levels deep; `key`: the top-level key
+    holding the deep value (None: json.loads could not read the body that deep)."""
+    at, value = ("", "it") if key is None else (f" (at `{key}`)", f"`{key}`")
+    return ApiError(
+        400,
+        f"the request body is nested too deeply: it nests arrays and objects more than "
+        f"{MAX_DEPTH} levels deep{at}, the most this server reads, which no chat request (nor "
+        f"its tools' JSON schemas) needs; send {value} less deeply nested",
+        param=key,
+    )
 
 
 def not_utf8_text(error: UnicodeDecodeError) -> str:
