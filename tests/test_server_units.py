@@ -551,6 +551,41 @@ async def client_leaving_is_given_up_on_once_its_cancelled_work_has_ended(fails:
     assert call.cancelled.is_set(), "given up on before the cancelled call had cleaned up"
 
 
+def test_a_shutdown_cancel_during_a_left_clients_clean_up_ends_it_as_the_clients_leaving() -> None:
+    """The server's shutdown cancelling a handler (uvicorn, at its graceful timeout) while the
+    work of a client that left cleans up is passed on to that work, whose clean-up ends at
+    once, and the handler ends with it as the client's leaving (a 499 client_disconnected:
+    the client left first, and a 503 would reach nobody). The cancel is not re-raised, but
+    that costs nothing: a task awaiting another is woken only once that one ends. Awaiting
+    the work shielded (the handler given up on while the work still ran, unawaited) passed
+    every test."""
+    asyncio.run(shutdown_cancel_during_a_left_clients_clean_up())
+
+
+async def shutdown_cancel_during_a_left_clients_clean_up() -> None:
+    call = CallThatHangs(cleanup_s=30)
+    work_ended = asyncio.Event()
+
+    async def noted_call() -> str:
+        try:
+            return await call()
+        finally:
+            work_ended.set()
+
+    handler = asyncio.ensure_future(
+        until_disconnected(ClientThatLeaves(call.started), noted_call())
+    )  # type: ignore[arg-type]
+    await asyncio.wait_for(call.started.wait(), 5)
+    await asyncio.sleep(0.2)  # the client has left: its work is cleaning up (30 s)
+    handler.cancel()
+    await asyncio.wait({handler}, timeout=5)
+    assert handler.done(), "the handler waited out its work's clean-up after the shutdown's cancel"
+    assert work_ended.is_set(), "the handler ended while its work still ran"
+    assert not call.cancelled.is_set()  # its clean-up was cut short by the cancel
+    with pytest.raises(ClientDisconnectedError):
+        handler.result()
+
+
 def test_work_ended_as_its_client_left_is_answered() -> None:
     """Work that ended in the same turn as the client's leaving was seen is answered (its
     worker answered and was paid: the decision log says ok), not given up on: taking the
