@@ -28,7 +28,7 @@ from fugu_lite.server.dispatch import RETRIED_BEFORE_NEXT
 from fugu_lite.server.thread import ServerThread
 from fugu_lite.testing.stub_worker import StubWorker
 from fugu_lite.workers import pool as workers_module
-from fugu_lite.workers.api_keys import PoolStartError, redact
+from fugu_lite.workers.api_keys import NO_KEY, PoolStartError, redact
 from fugu_lite.workers.attempts import refused_result
 from fugu_lite.workers.config import PoolConfig, WorkerConfig
 from fugu_lite.workers.errors import MAX_ERROR_CHARS, WorkerCallError, page_words
@@ -597,6 +597,43 @@ def test_a_short_key_and_a_key_cut_to_its_first_characters_are_scrubbed() -> Non
     assert redact("the key ab12 was refused", "ab12") == "the key *** was refused"
     assert redact(f"Authorization: Bearer {SECRET[:4]}", SECRET) == "Authorization: Bearer ***"
     assert redact("the password **** was refused", SECRET) == "the password **** was refused"
+
+
+def test_a_keyless_workers_error_is_cut_and_nothing_in_it_taken_for_a_key() -> None:
+    """A worker with no api_key_env is sent NO_KEY, which is no secret: its error is cut to
+    the longest kept as any other is, and NO_KEY, or its start ending a message, is kept (in
+    a mutation round, a keyless worker's error left uncut, and "fugu" ending a message
+    scrubbed as NO_KEY cut short, passed every test)."""
+    said = f"Bearer {NO_KEY} was refused for model fugu"
+    for secret in (None, NO_KEY):
+        assert redact("x" * 5000, secret) == "x" * MAX_ERROR_CHARS
+        assert redact(said, secret) == said
+
+
+def test_a_key_is_scrubbed_before_the_message_is_cut() -> None:
+    """The key is scrubbed before the message is cut to its longest, so that what follows
+    the key is kept, and a key cut short by one character is scrubbed (in a mutation round,
+    cutting first, which lost " refused", and a key cut one short left whole, passed every
+    test)."""
+    before = "h" * (MAX_ERROR_CHARS - 20)
+    assert redact(f"{before} {SECRET} refused", SECRET) == f"{before} *** refused"
+    assert redact(f"Authorization: Bearer {SECRET[:-1]}", SECRET) == "Authorization: Bearer ***"
+
+
+def test_a_masked_key_is_scrubbed_by_what_shows_of_it() -> None:
+    """A key shown masked is scrubbed when four asterisks or more stand for its middle and
+    what shows around them is its start and end, or its end alone ("****1706"); a masked key
+    starting otherwise is another key, kept (in a mutation round, five asterisks needed, a
+    masked key needing both its start and end shown, or any start taken, passed every
+    test)."""
+    for shown in (f"{SECRET[:7]}****{SECRET[-4:]}", f"****{SECRET[-4:]}"):
+        assert redact(f"Incorrect API key provided: {shown}.", SECRET) == (
+            "Incorrect API key provided: ***."
+        )
+    other = f"sk-prod****{SECRET[-4:]}"
+    assert redact(f"Incorrect API key provided: {other}.", SECRET) == (
+        f"Incorrect API key provided: {other}."
+    )
 
 
 def test_stream_errors_do_not_leak_the_key(stub: StubWorker, monkeypatch) -> None:
