@@ -318,23 +318,33 @@ async def batcher_routes_alone_the_requests_of_a_batch_answered_with_the_wrong_c
     await batcher.stop()
 
 
-def test_micro_batcher_fails_a_request_answered_with_the_wrong_count_and_serves_on() -> None:
-    asyncio.run(batcher_fails_a_request_answered_with_the_wrong_count_and_serves_on())
+@pytest.mark.parametrize("answers_for_13", [0, 2])
+def test_micro_batcher_fails_a_request_answered_with_the_wrong_count_and_serves_on(
+    answers_for_13: int,
+) -> None:
+    """Too few results for a batch, or too many (no test gave too many: a count checked
+    only for too few, the strict zip then ending the batcher's loop, passed a mutation
+    round)."""
+    asyncio.run(batcher_fails_a_request_answered_with_the_wrong_count_and_serves_on(answers_for_13))
 
 
-async def batcher_fails_a_request_answered_with_the_wrong_count_and_serves_on() -> None:
-    def answers_nothing_for_13(items: list[int]) -> list[int]:
-        return [item for item in items if item != 13]
+async def batcher_fails_a_request_answered_with_the_wrong_count_and_serves_on(
+    answers_for_13: int,
+) -> None:
+    def answers_13_wrongly(items: list[int]) -> list[int]:
+        return [
+            answer for item in items for answer in [item] * (answers_for_13 if item == 13 else 1)
+        ]
 
-    batcher = MicroBatcher(answers_nothing_for_13, window_s=0.2)
+    batcher = MicroBatcher(answers_13_wrongly, window_s=0.2)
     batcher.start()
     submitted = asyncio.gather(*(batcher.submit(i) for i in (5, 13)), return_exceptions=True)
     results = await asyncio.wait_for(submitted, 5)
     assert results[0] == 5
     assert isinstance(results[1], RuntimeError)
     assert str(results[1]) == (
-        "the batched function returned 0 results for 1 requests: it must return one result "
-        "per item, in the items' order"
+        f"the batched function returned {answers_for_13} results for 1 requests: it must "
+        "return one result per item, in the items' order"
     )
     assert await asyncio.wait_for(batcher.submit(4), 5) == 4
     await batcher.stop()
@@ -375,6 +385,31 @@ async def batcher_fails_each_request_of_a_function_that_returns_no_list(
         )
     assert await asyncio.wait_for(batcher.submit(4), 5) == 4
     assert served == [4]
+    await batcher.stop()
+
+
+def test_micro_batcher_runs_no_pass_for_a_batch_whose_clients_all_left() -> None:
+    """Every request waiting for a batch window cancelled (their clients gone): no forward
+    pass is run for nobody, nor a batch of 0 told (a mutation round running the empty batch
+    passed every test)."""
+    asyncio.run(batcher_runs_no_pass_for_a_batch_whose_clients_all_left())
+
+
+async def batcher_runs_no_pass_for_a_batch_whose_clients_all_left() -> None:
+    passes: list[list[str]] = []
+    sizes: list[int] = []
+    batcher = MicroBatcher(
+        lambda items: passes.append(items) or items,
+        window_s=0.3,
+        on_batch=lambda size, _: sizes.append(size),
+    )
+    batcher.start()
+    gone = asyncio.create_task(batcher.submit("gone"))
+    await asyncio.sleep(0.05)
+    gone.cancel()
+    await asyncio.sleep(0.5)  # past the window: the batch is taken, with no one in it
+    assert await asyncio.wait_for(batcher.submit("kept"), 5) == "kept"
+    assert (passes, sizes) == ([["kept"]], [1])
     await batcher.stop()
 
 
