@@ -1448,6 +1448,8 @@ def test_the_keys_options_help_says_to_give_the_keys_alone() -> None:
         (f"api-key: {ENDPOINT_KEY}", "api-key:"),
         (f"Authorization:Bearer {ENDPOINT_KEY}", "Authorization:Bearer"),
         (f"X-Auth-Token: {ENDPOINT_KEY}", "X-Auth-Token:"),  # any header's name
+        (f"x-api-key:{ENDPOINT_KEY}", "x-api-key:"),  # no space: named without the key
+        (f"Authorization:{ENDPOINT_KEY}", "Authorization:"),
     ],
 )
 def test_keys_written_with_another_header_are_refused_not_taken_as_keys(
@@ -1456,11 +1458,14 @@ def test_keys_written_with_another_header_are_refused_not_taken_as_keys(
     """Only the words 'Bearer' and 'Authorization:' were refused: a key copied with another
     API's header ('x-api-key: sk-...', Anthropic's; 'api-key: sk-...', Azure's) or with no
     space after the colon made the header's name an API key of its own, which any client
-    could send ('Authorization: Bearer x-api-key:')."""
+    could send ('Authorization: Bearer x-api-key:'). A key written right after the colon
+    ('x-api-key:sk-...') was refused showing it whole, the secret in serve's error: only the
+    header's name is shown now."""
     keys_file = tmp_path / "keys.txt"
     keys_file.write_text(f"sk-first-key-abcdef\n{line}\n", encoding="utf-8")
     with pytest.raises(ApiKeyError) as error:
         load_api_keys(file=keys_file)
+    assert ENDPOINT_KEY not in str(error.value)
     assert str(error.value) == (
         f"--api-keys-file {keys_file}: holds {word!r}, a header's name, which would be accepted "
         "as an API key itself; give the keys alone (sk-..., not Bearer sk-...)"

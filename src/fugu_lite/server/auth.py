@@ -45,8 +45,8 @@ def keys_in(source: str, text: str) -> list[str]:
     if copied:
         key, what = copied[0]
         raise ApiKeyError(
-            f"{source}: holds {key!r}, {what}, which would be accepted as an API key itself; "
-            "give the keys alone (sk-..., not Bearer sk-...)"
+            f"{source}: holds {header_part(key)!r}, {what}, which would be accepted as an API "
+            "key itself; give the keys alone (sk-..., not Bearer sk-...)"
         )
     if any(key[0] in QUOTES or key[-1] in QUOTES for key in keys):
         raise ApiKeyError(
@@ -75,6 +75,13 @@ def header_word(key: str) -> str | None:
     if key.endswith(":") or lowered.startswith(tuple(f"{name}:" for name in names)):
         return "a header's name"
     return None
+
+
+def header_part(key: str) -> str:
+    """What of `key` is a header's words, shown when it is refused: "x-api-key:" of
+    "x-api-key:sk-...", a key written right after the colon, which is never shown."""
+    name, colon, rest = key.partition(":")
+    return f"{name}:" if colon and rest and rest.lower() not in HEADER_WORDS else key
 
 
 def load_api_keys(env_var: str | None = None, file: str | Path | None = None) -> list[str]:
