@@ -220,6 +220,15 @@ def test_a_calls_output_limit_is_its_max_completion_tokens_first_else_the_worker
 
     assert limits({"max_tokens": 5, "max_completion_tokens": 9}) == {"max_tokens": 9}
     assert limits({"max_completion_tokens": None}) == {"max_tokens": 64}
+    # a worker naming no limit gets it under the call's first name (taking the call's last
+    # name, max_tokens, passed a mutation round)
+    unnamed = WorkerPool(pool_config("http://127.0.0.1:9/v1"))
+    body = unnamed.request_body(
+        unnamed.worker("w"), USER, {"max_tokens": 5, "max_completion_tokens": 9}
+    )
+    assert {name: body[name] for name in OUTPUT_LIMITS if name in body} == {
+        "max_completion_tokens": 9
+    }
 
 
 def test_a_limit_named_null_in_a_workers_params_names_the_limit_without_setting_one() -> None:
