@@ -680,6 +680,14 @@ def test_number_grader_reads_a_first_line_holding_only_a_number(
         ("5", "The answer is 5 apples or 7 apples.", "'5 apples or 7' after 'answer is'"),
         ("7", "She has 5 apples or 7 apples.", "'5 apples or 7' at the end"),
         ("5", "Actually 5 apples or 6.", "'5 apples or 6' after 'Actually'"),
+        # the same unit after the second number, however written, keeps the hedge
+        ("3", "The answer is 3 m or 4 m.", "'3 m or 4' after 'answer is'"),
+        ("5", "#### 5 hours or 6 hour", "'5 hours or 6'"),
+        ("5", "#### 5 boxes or 6 box", "'5 boxes or 6'"),
+        ("3", "#### 3 m or 4 meters", "'3 m or 4'"),
+        # a word after it that names no unit leaves it a hedge
+        ("5", "#### 5 apples or 6 in all", "'5 apples or 6'"),
+        ("5", "#### 5 apples or 6 if one is rotten", "'5 apples or 6'"),
         # the two roots of an equation, each with its variable
         ("-3", "x = 3 or x = -3", "'3 or x = -3'"),
         ("7", "The solutions are x = 5 and x = 7.", "and"),
@@ -727,6 +735,18 @@ def test_two_numbers_as_one_answer_are_ambiguous(answer: str, output: str, why: 
         ("5", "The answer is 5 boxes and 20 pens."),
         ("5", "#### 5 boxes and 20 pens"),
         ("6", "We need 5 boxes or more, so 6."),
+        ("7", "#### 7 apples or fewer"),
+        ("7", "The answer is 7 apples or more."),
+        # a second number in another unit restates the first, which is the answer (read as
+        # two numbers after 5ffb3e0b)
+        ("60", "#### 60 minutes or 1 hour"),
+        ("60", "The answer is 60 minutes or 1 hour."),
+        ("1", "The answer is 1 hour or 60 minutes."),
+        ("100", "The answer is 100 cm or 1 m."),
+        ("2", "The answer is 2 km or 2000 m."),
+        ("12", "#### 12 eggs, or 1 dozen"),
+        # the grader does not tell a restatement from another thing: the first is read
+        ("5", "The answer is 5 apples or 7 oranges."),
     ],
 )
 def test_one_answer_next_to_other_numbers_still_counts(answer: str, output: str) -> None:

@@ -15,9 +15,10 @@ closing parenthetical that shows the working: "12 apples (15 - 3).", "5 kg (5000
 4", "15 (he had 12, got 8, gave 5)", "15 — he had 12 ...", a closing reason: "3000 grams
 because 1 kilogram is 1000 grams.", or a check working back to the question's number: "4
 days.\\n\\nCheck: 4 × 5 = 20 pages ✓"). Two numbers as the answer ("5 or 7", "5 and 7", "5
-apples or 7 apples", two roots "x = 3 or x = -3" or "±3", a range or an undone subtraction "5-7",
-"5 minus 7" or "5, minus 7", or another operation not done at the end, "20 + 3", "20 plus
-3", "20 times 3", "12 ÷ 4"; "-2, 3" in a box),
+apples or 7 apples" (not "60 minutes or 1 hour", one answer restated in another unit), two
+roots "x = 3 or x = -3" or "±3", a range or an undone subtraction "5-7", "5 minus 7" or
+"5, minus 7", or another operation not done at the end, "20 + 3", "20 plus 3", "20 times
+3", "12 ÷ 4"; "-2, 3" in a box),
 an operation in a box or after `####` ("\\boxed{3 \\cdot 4}", "#### 20 + 3": the grader does not
 compute it; it only checks "\\boxed{12 = 3 \\cdot 4}", 12, "#### 12 = 2 * 3 * 2" (a chain
 of operations, '*' and '/' before '+' and '-') and "The answer is 12 = 3 * 4.";
@@ -92,6 +93,7 @@ from .number_units import (
     in_the_unit_asked,
     in_two_units,
     one_quantity_in_two_units,
+    same_unit,
     units_asked,
 )
 from .number_values import (
@@ -1124,9 +1126,33 @@ def _not_one_number(text: str, pair: list[re.Match[str]], joiners: re.Pattern[st
         return f"a decimal comma or a list, not one number: {shown!r}"
     if in_two_units(text, first, second):
         return f"a quantity in two units, not one number: {shown!r}"
-    if joiners.fullmatch(between) and not _same_value(first, second):  # "1/4 or 25%"
+    if (
+        joiners.fullmatch(between)
+        and not _same_value(first, second)  # "1/4 or 25%"
+        and not _restated_in_another_unit(text, between, second)
+    ):
         return f"two numbers, not one answer: {shown!r}"
     return None
+
+
+# A unit after each of two numbers joined by "or": "60 minutes or 1 hour", "12 eggs, or 1
+# dozen". A word that starts a clause names no unit: "5 apples or 6 in all" is a hedge.
+_UNIT_THEN_OR = re.compile(r"[\s$*]*(?P<unit>[^\W\d_]+)[\s$*]*(?:,[\s$*]*)?or\b", re.IGNORECASE)
+_UNIT_AFTER_SECOND = re.compile(
+    r"[\s$*]*(?!(?:and|or|in|if|of|to|for|is|are|at|by)\b)(?P<unit>[^\W\d_]+)", re.IGNORECASE
+)
+
+
+def _restated_in_another_unit(text: str, between: str, second: re.Match[str]) -> bool:
+    """Whether the second of two numbers joined by "or" restates the first in another unit
+    ("60 minutes or 1 hour": the answer is the first), not a hedge in the same unit or none
+    ("5 apples or 7 apples", "18 eggs or 19"). Units are words: "5 apples or 7 oranges" is
+    read as a restatement too."""
+    unit = _UNIT_THEN_OR.match(between)
+    other_unit = _UNIT_AFTER_SECOND.match(text, second.end())
+    if unit is None or other_unit is None:
+        return False
+    return not same_unit(unit["unit"], other_unit["unit"])
 
 
 def _same_value(first: re.Match[str], second: re.Match[str]) -> bool:

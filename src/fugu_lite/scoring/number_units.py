@@ -251,6 +251,16 @@ def one_quantity_in_two_units(
     return first.model_copy(update={"in_other_unit": (second.value, second.decimals)})
 
 
+def same_unit(word: str, other: str) -> bool:
+    """Whether two unit words name one unit: "hours" and "hour", "boxes" and "box", or "m" and
+    "meters" (by size when both are units it knows)."""
+    one, two = word.lower(), other.lower()
+    if one in _UNIT_SIZES and two in _UNIT_SIZES:
+        return _UNIT_SIZES[one] == _UNIT_SIZES[two]
+    shorter, longer = sorted((one, two), key=len)
+    return longer in (shorter, f"{shorter}s", f"{shorter}es")
+
+
 def in_two_units(text: str, first: re.Match[str], second: re.Match[str]) -> bool:
     """Whether two numbers side by side are one quantity in two units ("2 hours and 30
     minutes"): the larger unit after the first, a smaller one of its kind after the second,
