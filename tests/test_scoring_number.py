@@ -685,9 +685,21 @@ def test_number_grader_reads_a_first_line_holding_only_a_number(
         ("5", "#### 5 hours or 6 hour", "'5 hours or 6'"),
         ("5", "#### 5 boxes or 6 box", "'5 boxes or 6'"),
         ("3", "#### 3 m or 4 meters", "'3 m or 4'"),
+        ("5", "#### 5 apples or 6 apple", "'5 apples or 6'"),
+        ("5", "#### 5 Apples or 6 apples", "'5 Apples or 6'"),
         # a word after it that names no unit leaves it a hedge
         ("5", "#### 5 apples or 6 in all", "'5 apples or 6'"),
         ("5", "#### 5 apples or 6 if one is rotten", "'5 apples or 6'"),
+        ("5", "#### 5 APPLES OR 6 IN ALL", "'5 APPLES OR 6'"),
+        ("5", "#### 5 apples or 6 and no more", "'5 apples or 6'"),
+        ("5", "#### 5 apples or 6 or 7", "'5 apples or 6'"),
+        ("5", "#### 5 apples or 6 of them", "'5 apples or 6'"),
+        ("5", "#### 5 apples or 6 to be safe", "'5 apples or 6'"),
+        ("5", "#### 5 apples or 6 for both", "'5 apples or 6'"),
+        ("5", "#### 5 apples or 6 is fine", "'5 apples or 6'"),
+        ("5", "#### 5 apples or 6 are left", "'5 apples or 6'"),
+        ("5", "#### 5 apples or 6 at most", "'5 apples or 6'"),
+        ("5", "#### 5 apples or 6 by my count", "'5 apples or 6'"),
         # the two roots of an equation, each with its variable
         ("-3", "x = 3 or x = -3", "'3 or x = -3'"),
         ("7", "The solutions are x = 5 and x = 7.", "and"),
@@ -745,6 +757,10 @@ def test_two_numbers_as_one_answer_are_ambiguous(answer: str, output: str, why: 
         ("100", "The answer is 100 cm or 1 m."),
         ("2", "The answer is 2 km or 2000 m."),
         ("12", "#### 12 eggs, or 1 dozen"),
+        ("14", "#### 14 days or 1 fortnight"),  # a unit the grader does not know
+        ("60", "The answer is **60** minutes or **1** hour."),
+        ("60", "The answer is **60 minutes** or **1 hour**."),
+        ("60", "#### 60 MINUTES OR 1 HOUR"),
         # the grader does not tell a restatement from another thing: the first is read
         ("5", "The answer is 5 apples or 7 oranges."),
     ],
