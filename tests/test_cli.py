@@ -689,6 +689,54 @@ def test_an_error_with_no_ctrl_c_is_not_said_to_be_an_interruption() -> None:
     assert "interrupted" not in child.stderr
 
 
+A_COMMAND_THAT_EXITS_130_ITSELF = """\
+import os, signal, sys
+import fugu_lite.cli
+from fugu_lite.cli.common import report_interruption
+
+
+def exits_130_without_a_ctrl_c() -> None:
+    raise SystemExit(130)  # as a command passing on a child's exit status would
+
+
+def reports_its_own_ctrl_c() -> None:
+    try:
+        os.kill(os.getpid(), signal.SIGINT)  # under the entry point's own Ctrl-C handler
+    except KeyboardInterrupt:
+        report_interruption("what the command kept")
+        raise SystemExit(130)
+
+
+fugu_lite.cli.app = globals()[sys.argv[1]]
+from fugu_lite.__main__ import main
+main()
+"""
+
+
+@pytest.mark.parametrize(
+    ("command", "said"),
+    [
+        ("exits_130_without_a_ctrl_c", ""),
+        ("reports_its_own_ctrl_c", "interrupted: what the command kept\n"),
+    ],
+    ids=["no-ctrl-c", "ctrl-c-reported"],
+)
+def test_the_entry_point_adds_no_interrupted_line_of_its_own_to_an_exit_130(
+    command: str, said: str
+) -> None:
+    """The console script says "interrupted: stopped before any output was written" only
+    for a Ctrl-C no command spoke of: not after a command's own `interrupted:` line (two
+    lines that contradict each other), nor for an exit status 130 with no Ctrl-C at all."""
+    child = subprocess.run(
+        [sys.executable, "-c", A_COMMAND_THAT_EXITS_130_ITSELF, command],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        preexec_fn=ctrl_c_at_its_default,
+    )
+    assert (child.returncode, child.stdout, child.stderr) == (130, "", said)
+
+
 def test_serve_help_says_what_each_log_level_shows() -> None:
     """`serve --help` said only "uvicorn log level: critical, error, ...", so a user could
     not tell which level hides the access lines or shows a failed worker call."""
