@@ -737,6 +737,35 @@ def test_the_entry_point_adds_no_interrupted_line_of_its_own_to_an_exit_130(
     assert (child.returncode, child.stdout, child.stderr) == (130, "", said)
 
 
+def test_a_logged_line_is_said_once_under_its_own_level_after_earlier_commands(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """fugu-lite's logged warnings are the commands' own `warning: ...` lines on stderr:
+    each said once, also when an app or notebook runs commands one after another in one
+    process (each command sets the handler up again), an error as `error:`, and nothing
+    below a warning, whatever level the package logger was left at (serve sets it)."""
+    import logging
+
+    source = tmp_path / "ze.jsonl"
+    rows = [{"id": n, "task": "gsm", "question": question, "scores": {"a": 1},
+             "out_chars": {"a": 3}} for n, question in enumerate([" ", "q"])]  # fmt: skip
+    source.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
+    for attempt in ("first", "second"):
+        result = invoke("data", "import", "zeroeval", source, "-o", tmp_path / f"{attempt}.jsonl")
+        said = ok(result) and result.stderr
+        assert said.count(f"warning: {source}: dropped 1 rows") == 1, said
+    package = logging.getLogger("fugu_lite")
+    level = package.level
+    try:
+        package.setLevel(logging.INFO)  # as serve --log-level info leaves it
+        capsys.readouterr()
+        logging.getLogger("fugu_lite.test").info("an info line")
+        logging.getLogger("fugu_lite.test").error("a worker id \x1b[31m")
+    finally:
+        package.setLevel(level)
+    assert capsys.readouterr().err == "error: a worker id \\x1b[31m\n"
+
+
 def test_serve_help_says_what_each_log_level_shows() -> None:
     """`serve --help` said only "uvicorn log level: critical, error, ...", so a user could
     not tell which level hides the access lines or shows a failed worker call."""
