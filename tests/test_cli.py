@@ -802,6 +802,19 @@ def test_every_help_names_each_option_whole_at_80_columns() -> None:
                         assert re.search(rf"{re.escape(option)}(?![\w-])", shown), (path, option)
 
 
+def test_a_groups_list_gives_each_command_the_first_paragraph_of_its_help() -> None:
+    """`fugu-lite --help` lists each command with what its own --help opens with (the
+    first paragraph, as written), not a later one: `demo`'s says "The main job", not "Last,
+    the router is served"."""
+    listing = ok(runner.invoke(app, ["--help"], terminal_width=400))  # one line a command
+    for command in app.registered_commands:
+        assert command.callback is not None and command.callback.__doc__
+        first, *later = inspect.cleandoc(command.callback.__doc__).split("\n\n")
+        line = rf"^ +{command.name} +{re.escape(flat(first))}$"
+        assert re.search(line, listing, re.MULTILINE), listing
+        assert not [paragraph for paragraph in later if flat(paragraph) in flat(listing)], listing
+
+
 def test_a_repeatable_option_shows_one_value_in_every_help() -> None:
     """`tasks generate --help` showed `--family <list[str]>`, read as "give a list" (and
     `--family arithmetic,logic` is refused); each repeatable option shows one value."""
