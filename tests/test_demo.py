@@ -146,7 +146,10 @@ def test_without_llmrouter_data_found_the_demo_skips_that_stage(
     import fugu_lite.datasets.data_dir as data_dir_module
     from fugu_lite.config import PipelineConfig
 
+    tried: list[Path] = []
+
     def offline(target: Path, timeout: float = 60.0) -> Path:  # GitHub cannot be reached here
+        tried.append(target)
         raise httpx.ConnectError("no network")
 
     monkeypatch.delenv("FUGU_LITE_DATA_DIR", raising=False)
@@ -154,7 +157,9 @@ def test_without_llmrouter_data_found_the_demo_skips_that_stage(
     monkeypatch.setattr(data_dir_module, "default_search_paths", list)  # not this machine's
     monkeypatch.setattr(data_dir_module, "download_llmrouter", offline)
     assert demo.run_llmrouter(None, tmp_path / "llmrouter", PipelineConfig()) is None
-    assert "skipping the LLMRouter stage" in " ".join(capsys.readouterr().out.split())
+    said = " ".join(capsys.readouterr().out.split())
+    assert "skipping the LLMRouter stage" in said and "points to" not in said, said
+    assert tried  # no folder named: the download was tried, not a --data-dir refused
     assert not (tmp_path / "llmrouter").exists()
 
 
@@ -290,11 +295,15 @@ def test_a_demo_with_fewer_tasks_than_an_earlier_one_trains_on_its_own_tasks_onl
     config.write_text(CONFIG.format(cache_dir=tmp_path / "cache"))
     with StubWorker() as stub:
         workers = [{"id": name, "model": "m", "base_url": stub.base_url} for name in "ab"]
-        for per_family in (3, 2):
-            result = local_loop_on_pool(
-                tmp_path, *workers, per_family=per_family, config=str(config)
-            )
-            assert result.exit_code == 0, result.output
+        first = local_loop_on_pool(tmp_path, *workers, per_family=3, config=str(config))
+        assert first.exit_code == 0, first.output
+        result = local_loop_on_pool(tmp_path, *workers, per_family=2, config=str(config))
+        assert result.exit_code == 0, result.output
+    assert "did not generate" not in flat(first.stderr)  # its records are all its own
+    rewards = tmp_path / "demo" / "local" / "rewards.jsonl"
+    assert f"note: 6 records of {rewards} answer tasks this run did not generate" in flat(
+        result.stderr
+    )
     assert "the router trains and is evaluated on this run's 12 only" in flat(result.stderr)
     # --no-llmrouter and --no-serve: only the local loop ran
     assert "1/3 LLMRouter" not in result.output and "3/3 serve" not in result.output
@@ -411,3 +420,15 @@ def test_the_demos_serving_step_closes_its_client(
     assert len(answers) == len(DEMO_QUESTIONS)
     assert len(made) == 1
     assert made[0].is_closed
+
+
+def test_the_demos_serving_step_takes_an_answer_without_text(
+    checkpoint: Path, stubs: Stubs
+) -> None:
+    """A worker's reply may hold no text (`content: null`: a reasoning model that spent its
+    tokens thinking); the demo's last step lists it as an empty answer."""
+    for stub in stubs.workers.values():
+        stub.mode, stub.reply = "reasoning", ""
+    answers = demo.serve_and_ask(checkpoint, pool_for(stubs))
+    assert [answer["question"] for answer in answers] == list(DEMO_QUESTIONS)
+    assert [answer["answer"] for answer in answers] == [""] * len(DEMO_QUESTIONS)
