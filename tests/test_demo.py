@@ -351,6 +351,21 @@ def test_more_tasks_per_family_than_a_family_can_make_stops_the_demo_before_any_
     assert not (tmp_path / "demo").exists(), result.output
 
 
+def test_one_task_per_family_is_refused_before_any_stage(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The local loop splits each family's tasks into train and test: `--tasks-per-family 1`
+    is refused at once, saying the least it takes, before the LLMRouter stage."""
+    unreachable = {"id": "w", "model": "m", "base_url": "http://127.0.0.1:9/v1", "max_retries": 0}
+    result, stages = demo_with_the_llmrouter_stage_watched(
+        tmp_path, monkeypatch, unreachable, "--tasks-per-family", "1"
+    )
+    assert result.exit_code == 2, result.output
+    assert "--tasks-per-family 1: Input should be greater than or equal to 2" in flat(result.stderr)
+    assert stages == []
+    assert not (tmp_path / "demo").exists(), result.output
+
+
 def test_a_device_torch_cannot_use_here_stops_the_demo_before_any_stage(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
