@@ -96,6 +96,16 @@ def test_the_answers_table_prints_a_models_brackets_as_text() -> None:
     assert "ok [/INST] [bold]x[/bold]" in console.export_text()
 
 
+def test_the_answers_table_shows_an_answer_beside_its_question() -> None:
+    """A small model's answer often starts with blank lines ("\\n\\n42"): the table shows
+    its text on the question's own row line, not below blank lines."""
+    console = Console(record=True, width=200)
+    answer = {"question": "What is 17 + 25?", "worker": "w", "answer": "\n\n  42\n"}
+    console.print(demo.answers_table([answer], "http://127.0.0.1:8000"))
+    rows = [line for line in console.export_text().splitlines() if "What is 17 + 25?" in line]
+    assert len(rows) == 1 and " w " in rows[0] and " 42 " in rows[0], console.export_text()
+
+
 def test_a_named_data_dir_is_named_whole_in_the_error(tmp_path: Path) -> None:
     """A `[red]` in the --data-dir path was eaten as rich markup, and the line folded."""
     from fugu_lite.config import PipelineConfig
