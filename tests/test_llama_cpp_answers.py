@@ -207,3 +207,32 @@ def test_a_local_workers_stream_chunks_go_through_each_reshaping_one_stream_long
         chunk_shaper(remote, body)(call_delta("{"))["choices"][0]["delta"]
         == (call_delta("{")["choices"][0]["delta"])
     )
+
+
+def test_each_choices_call_is_named_in_its_own_first_delta() -> None:
+    """A stream of several choices (`n: 2`) numbers each choice's calls from 0; a call is
+    one choice's, so each choice's first delta names its call. In a mutation round of
+    llama_cpp_answers, a call known by its index alone (the second choice's call taken for
+    the first's, its id and name cut) passed every test."""
+    chunk = call_delta('{"a": 1')
+    chunk["choices"].append({**copy.deepcopy(chunk["choices"][0]), "index": 1})
+    named: set[tuple[Any, Any]] = set()
+    first, second = named_once(chunk, named)["choices"]
+    for choice in (first, second):
+        assert choice["delta"]["tool_calls"] == [tool_call(arguments='{"a": 1')]
+        assert choice["delta"]["function_call"]["name"] == "add"
+
+
+def test_a_logprob_of_zero_is_the_most_likely_and_a_number_asked_must_be_whole() -> None:
+    """A certain token's logprob comes as the JSON number 0, which Python reads as an int,
+    not a float: it is a logprob like any other, the most likely. A top_logprobs asked that
+    is no whole number leaves the list as it came (it cannot cut a list). In a mutation
+    round of llama_cpp_answers, an int logprob taken for none (the least likely, cut first)
+    and a cut at any number asked but None (a TypeError for 2.5) passed every test."""
+    certain = {"token": "x", "logprob": 0, "top_logprobs": [
+        {"token": "y", "logprob": -0.5}, {"token": "x", "logprob": 0}]}  # fmt: skip
+    payload = logprobs_chunk(copy.deepcopy(certain))
+    assert top_values(top_logprobs_as_asked(payload, 1)) == [[0]]
+    for unwhole in (2.5, "2"):
+        as_came = logprobs_chunk(copy.deepcopy(certain))
+        assert top_logprobs_as_asked(copy.deepcopy(as_came), unwhole) == as_came
