@@ -6,6 +6,7 @@ only shows against a real server in test_server_llama.py (minutes); here each is
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 
 import pytest
@@ -446,3 +447,64 @@ def test_only_the_response_format_schema_sent_to_llama_cpp_is_checked() -> None:
         assert local_worker_gaps(params) == []
     [gap] = local_worker_gaps({"response_format": {"type": "json_object", "schema": quoted}})
     assert "(response_format.schema.properties" in gap
+
+
+def test_an_integer_range_becomes_an_enum_only_when_its_values_can_be_written_out() -> None:
+    """A range is written out as its values only when they are what it allows: not beside
+    an enum (the converter writes that one), not for a fractional multipleOf (2.5 allows 0
+    and 5, not the multiples of 2), an infinite bound, a type that is not integer, or a
+    range that holds no value (left to be refused as it is). In a manual mutation round of
+    llama_cpp_schemas, each of these written out (an enum of [1, 2, 3] for an enum of [2,
+    7], [0, 2, 4] for multipleOf 2.5, an empty enum, a null's enum of numbers, an
+    OverflowError) passed every test."""
+    for left in (
+        {"type": "integer", "minimum": 1, "maximum": 3, "enum": [2, 7]},
+        {"type": "integer", "minimum": 0, "maximum": 5, "multipleOf": 2.5},
+        {"type": "integer", "minimum": 1, "maximum": 1, "multipleOf": 2},
+        {"type": "null", "minimum": 1, "maximum": 2},
+        {"type": "integer", "minimum": 0, "maximum": math.inf},
+    ):
+        assert llama_cpp_schema(left) == left, left
+
+
+def test_a_list_of_types_is_split_only_where_the_converter_would_read_it_first() -> None:
+    """A list of types becomes one alternative per type only beside keywords the converter
+    reads after it: not beside an anyOf, nor for an empty list; one type is that type alone,
+    annotations stay outside the alternatives, and an integer alternative's range becomes
+    its enum. An enum beside a list with an unknown type is left for the converter to refuse,
+    and a boolean is no number. In a manual mutation round of llama_cpp_schemas, each of
+    these undone passed every test."""
+    for left in (
+        {"type": ["string", "null"], "anyOf": [{"maxLength": 3}, {"type": "null"}]},
+        {"type": [], "properties": {"a": {"type": "string"}}},
+        {"type": ["string", "text"], "enum": ["a"]},
+    ):
+        assert llama_cpp_schema(left) == left, left
+    assert llama_cpp_schema({"type": ["string"], "pattern": "^a$"}) == {
+        "type": "string",
+        "pattern": "^a$",
+    }
+    described = llama_cpp_schema({"type": ["string", "null"], "description": "d", "maxLength": 3})
+    assert described == {
+        "description": "d",
+        "anyOf": [{"maxLength": 3, "type": "string"}, {"maxLength": 3, "type": "null"}],
+    }
+    mixed = llama_cpp_schema({"type": ["integer", "string"], "minimum": 1, "maximum": 3})
+    assert mixed["anyOf"][0] == {"type": "integer", "enum": [1, 2, 3]}
+    counts = llama_cpp_schema({"type": ["number", "null"], "enum": [True, 1, None]})
+    assert counts == {"enum": [1, None]}
+
+
+def test_every_sub_schema_of_any_value_becomes_every_json_type() -> None:
+    """`{}` (and `additionalProperties: true`) is any value wherever a schema holds one:
+    items, prefixItems, anyOf, oneOf, allOf and additionalProperties. In a manual mutation
+    round of llama_cpp_schemas, leaving anyOf's out of the rewriting, or `true`, passed
+    every test (the converter reads such a `{}` as an object)."""
+    any_value = {"type": ["string", "number", "boolean", "object", "array", "null"]}
+    for key in ("prefixItems", "anyOf", "oneOf", "allOf"):
+        assert llama_cpp_schema({key: [{}, {"type": "null"}]}) == {
+            key: [any_value, {"type": "null"}]
+        }, key
+    for key, value in (("items", {}), ("additionalProperties", {}),
+                       ("additionalProperties", True)):  # fmt: skip
+        assert llama_cpp_schema({"type": "object", key: value})[key] == any_value, (key, value)
