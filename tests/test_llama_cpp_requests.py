@@ -20,9 +20,11 @@ from fugu_lite.workers.llama_cpp_requests import (
 from fugu_lite.workers.llama_cpp_schemas import (
     MAX_OPTIONAL_REPEATS,
     deep_repetition,
+    empty_property_name,
     ignored_constraint,
     llama_cpp_schema,
     unconvertible_pattern,
+    unconvertible_schema,
     unrenderable_literal,
 )
 
@@ -508,3 +510,62 @@ def test_every_sub_schema_of_any_value_becomes_every_json_type() -> None:
     for key, value in (("items", {}), ("additionalProperties", {}),
                        ("additionalProperties", True)):  # fmt: skip
         assert llama_cpp_schema({"type": "object", key: value})[key] == any_value, (key, value)
+
+
+def test_what_the_converter_mangles_is_found_inside_values_and_past_odd_patterns() -> None:
+    """A literal is mangled wherever a string of an enum or const value is (an array's item,
+    an object's value); a pattern with a backslash escape is mangled; a `pattern` that is no
+    string is none, and the search goes on past it; an empty property name is named where it
+    is. In a manual mutation round of llama_cpp_schemas, leaving out an array's or an
+    object value's strings, the backslash check, the search past a pattern of 5 (an
+    AttributeError), or the empty name's place passed every test."""
+    assert unrenderable_literal({"enum": ["ok", ["a", 'say "hi"']]}) == (
+        ".enum",
+        'a double quote (")',
+    )
+    assert unrenderable_literal({"const": {"k": "tab\there"}}) == (
+        ".const",
+        "a control character (\\t)",
+    )
+    escaped = unconvertible_pattern({"type": "string", "pattern": "^\\d+$"})
+    assert escaped is not None and escaped[1].startswith("with a backslash escape")
+    past = unconvertible_pattern({"properties": {"a": {"pattern": 5}, "b": {"pattern": "[a-z]"}}})
+    assert past is not None and past[0] == ".properties.b"
+    nested = {"properties": {"a": {"properties": {"": {}}}}}
+    assert empty_property_name(nested) == '.properties.a.properties[""]'
+
+
+def test_each_constraint_the_converter_leaves_out_is_named_and_none_it_keeps() -> None:
+    """A string's pattern beside a format, its minLength (or a maxLength of 0) beside a
+    pattern, its length beside a format, and a bound of 0 are left out of the grammar and
+    named; `required` without `properties` is none of these. Too many optional items are as
+    deep as too many characters, and the range is said. In a manual mutation round of
+    llama_cpp_schemas, each of these undone (a TypeError for `required` alone) passed every
+    test."""
+    for schema, found in [
+        ({"type": "string", "pattern": "^a$", "format": "date"},
+         (".format", '`format: "date"` beside a `pattern`')),
+        ({"type": "string", "pattern": "^a+$", "minLength": 2},
+         (".minLength", "`minLength` beside a `pattern`")),
+        ({"type": "string", "pattern": "^a*$", "maxLength": 0},
+         (".maxLength", "`maxLength` beside a `pattern`")),
+        ({"type": "string", "format": "date", "maxLength": 10},
+         (".maxLength", "`maxLength` beside a `format`")),
+        ({"type": "number", "minimum": 0}, (".minimum", "`minimum`")),
+    ]:  # fmt: skip
+        assert ignored_constraint(schema) == found, schema
+    assert ignored_constraint({"type": "object", "required": ["a"]}) is None
+    too_many = {"type": "array", "minItems": 5, "maxItems": 6 + MAX_OPTIONAL_REPEATS}
+    assert deep_repetition(too_many) == (".maxItems", f"5 to {6 + MAX_OPTIONAL_REPEATS} items")
+
+
+def test_what_the_converter_cannot_read_is_said_in_its_first_line_cut_short() -> None:
+    """The converter's error is said in one line of at most 200 characters: a `$ref` it does
+    not follow is written into its message whole. In a manual mutation round of
+    llama_cpp_schemas, the whole message said (a line break, a URL of any length) passed
+    every test."""
+    pytest.importorskip("llama_cpp")
+    broken = unconvertible_schema({"$ref": "http://example.com/a\nb"})
+    assert broken is not None and "\n" not in broken and broken.startswith("Unsupported ref")
+    long = unconvertible_schema({"$ref": "http://example.com/" + "x" * 300})
+    assert long is not None and len(long) == 200
