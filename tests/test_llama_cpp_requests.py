@@ -569,3 +569,21 @@ def test_what_the_converter_cannot_read_is_said_in_its_first_line_cut_short() ->
     assert broken is not None and "\n" not in broken and broken.startswith("Unsupported ref")
     long = unconvertible_schema({"$ref": "http://example.com/" + "x" * 300})
     assert long is not None and len(long) == 200
+
+
+def test_a_list_of_types_beside_definitions_keeps_them_where_its_refs_find_them() -> None:
+    """A `$ref` of "#/$defs/..." is read from the schema's root; a list of types split into
+    an anyOf moved the root's `$defs` into each alternative, so the converter could not
+    resolve the ref ("Error resolving ref") and a local worker was kept from a schema it
+    reads. Definitions stay beside the anyOf, as annotations do."""
+    pytest.importorskip("llama_cpp")
+    codes = {"code": {"type": "string", "enum": ["a", "b"]}}
+    for key in ("$defs", "definitions"):
+        optional = {"type": ["object", "null"], key: codes,
+                    "properties": {"c": {"$ref": f"#/{key}/code"}}}  # fmt: skip
+        converted = llama_cpp_schema(optional)
+        assert converted[key] == codes and all(key not in one for one in converted["anyOf"])
+        assert unconvertible_schema(converted) is None, key
+        spec = {"name": "x", "schema": optional}
+        params = {"response_format": {"type": "json_schema", "json_schema": spec}}
+        assert local_worker_gaps(params) == [], key

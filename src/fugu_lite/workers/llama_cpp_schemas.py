@@ -82,6 +82,9 @@ ANY_JSON_TYPES = ["string", "number", "boolean", "object", "array", "null"]
 SUBSCHEMA_KEYS = frozenset(
     {"items", "prefixItems", "anyOf", "oneOf", "allOf", "additionalProperties"}
 )
+# Kept beside a list of types split into an anyOf, not copied into its alternatives: a
+# "#/$defs/..." ref is read from the schema's root.
+OUTER_KEYWORDS = ANNOTATIONS | {"$defs", "definitions"}
 
 
 def llama_cpp_schema(schema: Any, *, split_types: bool = True) -> Any:
@@ -165,16 +168,17 @@ def type_list_as_any_of(node: dict[str, Any]) -> dict[str, Any]:
     ...`, OpenAI's strict form of an optional object; `["string", "null"]` with a `pattern`)
     as the `anyOf` of one schema per type, each with those keywords: llama-cpp-python's
     grammar converter makes a bare type of each (any object, any string), leaving the
-    properties, items, pattern or format out of the grammar."""
+    properties, items, pattern or format out of the grammar. Annotations and definitions
+    stay beside the anyOf (OUTER_KEYWORDS)."""
     kind = node.get("type")
     if not isinstance(kind, list) or not all(isinstance(name, str) for name in kind):
         return node
     if any(key in node for key in ("enum", "const", "anyOf", "oneOf", "allOf", "$ref")):
         return node  # the converter reads these before the types
-    rest = {key: value for key, value in node.items() if key != "type" and key not in ANNOTATIONS}
+    rest = {key: value for key, value in node.items() if key not in {"type", *OUTER_KEYWORDS}}
     if not kind or not rest:
         return node  # a bare list of types is read as meant
-    outer = {key: value for key, value in node.items() if key in ANNOTATIONS}
+    outer = {key: value for key, value in node.items() if key in OUTER_KEYWORDS}
     branches = [integer_range_as_enum({**rest, "type": name}) for name in kind]
     if len(branches) == 1:
         return {**outer, **branches[0]}
