@@ -587,3 +587,14 @@ def test_a_list_of_types_beside_definitions_keeps_them_where_its_refs_find_them(
         spec = {"name": "x", "schema": optional}
         params = {"response_format": {"type": "json_schema", "json_schema": spec}}
         assert local_worker_gaps(params) == [], key
+
+
+def test_an_enum_of_none_of_its_listed_types_or_no_list_keeps_its_types() -> None:
+    """As a const, an enum beside a list of types loses the list only when one of its
+    values has one of them; an enum of none (it matches nothing) or one that is no list is
+    left as it is, for the request to be refused as such. In a manual mutation round of
+    llama_cpp_schemas, an enum of [5] for ["string", "null"] made `enum: []`, and an enum
+    "red" made of its letters ["r", "e", "d"], and both passed every test."""
+    for enum in ([5], "red"):
+        listed = {"type": ["string", "null"], "enum": enum}
+        assert llama_cpp_schema(listed) == listed, enum
