@@ -700,6 +700,11 @@ def test_number_grader_reads_a_first_line_holding_only_a_number(
         ("5", "#### 5 apples or 6 are left", "'5 apples or 6'"),
         ("5", "#### 5 apples or 6 at most", "'5 apples or 6'"),
         ("5", "#### 5 apples or 6 by my count", "'5 apples or 6'"),
+        # a comparative after it names no unit either: 7 more apples, not 1 in another unit
+        ("5", "#### 5 apples or 7 more", "'5 apples or 7'"),
+        ("5", "The answer is 5 apples or 7 more.", "'5 apples or 7' after 'answer is'"),
+        ("5", "#### 5 apples or 7 fewer", "'5 apples or 7'"),
+        ("5", "#### 5 apples or 7 less", "'5 apples or 7'"),
         # the two roots of an equation, each with its variable
         ("-3", "x = 3 or x = -3", "'3 or x = -3'"),
         ("7", "The solutions are x = 5 and x = 7.", "and"),

@@ -1136,10 +1136,12 @@ def _not_one_number(text: str, pair: list[re.Match[str]], joiners: re.Pattern[st
 
 
 # A unit after each of two numbers joined by "or": "60 minutes or 1 hour", "12 eggs, or 1
-# dozen". A word that starts a clause names no unit: "5 apples or 6 in all" is a hedge.
+# dozen". A word that starts a clause names no unit, nor does a comparative: "5 apples or 6
+# in all" and "5 apples or 7 more" are hedges.
 _UNIT_THEN_OR = re.compile(r"[\s$*]*(?P<unit>[^\W\d_]+)[\s$*]*(?:,[\s$*]*)?or\b", re.IGNORECASE)
 _UNIT_AFTER_SECOND = re.compile(
-    r"[\s$*]*(?!(?:and|or|in|if|of|to|for|is|are|at|by)\b)(?P<unit>[^\W\d_]+)", re.IGNORECASE
+    r"[\s$*]*(?!(?:and|or|in|if|of|to|for|is|are|at|by|more|less|fewer)\b)(?P<unit>[^\W\d_]+)",
+    re.IGNORECASE,
 )
 
 
