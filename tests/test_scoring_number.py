@@ -996,6 +996,14 @@ def test_a_closing_parenthetical_showing_the_working_is_not_the_answer(
         # the grader does not compute π or roots: their coefficient or radicand is no answer
         ("4", r"The answer is $\boxed{4\pi}$.", 0.0),
         ("3", r"\boxed{2\sqrt{3}}", 0.0),
+        # in a box, a constant's name too: "3 pi" is "3π" (read 11.42 and 3 before), as
+        # after #### ("#### 2 + 3 pi = 11.42" is an expression)
+        ("11.42", r"\boxed{2 + 3 pi = 11.42}", 0.0),
+        ("11.42", r"\boxed{2 + 3 Pi = 11.42}", 0.0),
+        ("3", r"\boxed{3 pi}", 0.0),
+        ("3", r"\boxed{3pi}", 0.0),
+        ("3", r"\boxed{3 pies}", 1.0),
+        ("5", r"\boxed{5 \text{ api calls}}", 1.0),
         ("4", "The area is 4π.", 0.0),
         ("3", "x = 2√3", 0.0),
         ("2", r"x = \sqrt{2}", 0.0),

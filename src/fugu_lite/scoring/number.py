@@ -129,6 +129,8 @@ def _both_signs(match: re.Match[str]) -> str:
     return f"{match['number']} or -{match['number']}"
 
 
+# a constant's name after a number: "3 pi" is "3π" ("\\boxed{2 + 3 pi = 11.42}")
+_PI_AFTER_A_NUMBER = re.compile(r"\d\s?pi\b", re.IGNORECASE)
 # LaTeX's division sign (unlatex blanks it, leaving "12   4" for "12 \\div 4")
 _LATEX_DIVIDE = re.compile(r"\\div(?![a-zA-Z])")
 # a factorial in math: "5!", "(n+1)!" (not "!=", nor LaTeX's "\\!" spacing: "10,\\!000")
@@ -236,7 +238,7 @@ def _boxed_answer(text: str) -> _Extracted | None:
     boxed = last_boxed(text)
     if boxed is None:
         return None
-    if SYMBOL_AFTER.search(boxed):
+    if SYMBOL_AFTER.search(boxed) or _PI_AFTER_A_NUMBER.search(boxed):
         shown = clip(boxed.strip())
         return None, f"a symbolic answer (π or a root), not a number, in \\boxed{{}}: {shown!r}"
     if _FACTORIAL.search(boxed.rsplit("=", 1)[-1]):  # "\\boxed{5!}" is 120, not 5
