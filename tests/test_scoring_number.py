@@ -766,6 +766,13 @@ def test_two_numbers_as_one_answer_are_ambiguous(answer: str, output: str, why: 
         ("60", "The answer is **60** minutes or **1** hour."),
         ("60", "The answer is **60 minutes** or **1 hour**."),
         ("60", "#### 60 MINUTES OR 1 HOUR"),
+        # in a box too (read 1, 60 and 1 before)
+        ("60", r"\boxed{60 \text{ minutes or } 1 \text{ hour}}"),
+        ("60", r"\boxed{60 minutes or 1 hour}"),
+        ("1", r"\boxed{1 \text{ hour or } 60 \text{ minutes}}"),
+        ("12", r"\boxed{12 \text{ eggs, or } 1 \text{ dozen}}"),
+        ("12", r"\boxed{12 \text{ eggs, or about } 1 \text{ dozen}}"),  # as after ####
+        ("12", "#### 12 eggs, or about 1 dozen"),
         # the grader does not tell a restatement from another thing: the first is read
         ("5", "The answer is 5 apples or 7 oranges."),
     ],

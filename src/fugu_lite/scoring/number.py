@@ -256,6 +256,9 @@ def _boxed_answer(text: str) -> _Extracted | None:
     hedge = _not_one_number(boxed, numbers[-2:], _IN_A_BOX)
     if hedge is not None:
         return None, f"{hedge} in \\boxed{{}}"
+    restated = _restated_first(boxed, numbers[-2:])
+    if restated is not None:  # "\\boxed{60 \\text{ minutes or } 1 \\text{ hour}}": 60
+        return found_number(restated), "\\boxed{}, before its restatement in another unit"
     expression = _operation_not_done(boxed, numbers[-2:])
     if expression is None:
         return (found_number(numbers[-1]), "\\boxed{}") if numbers else None
@@ -1157,6 +1160,16 @@ def _restated_in_another_unit(text: str, between: str, second: re.Match[str]) ->
     if unit is None or other_unit is None:
         return False
     return not same_unit(unit["unit"], other_unit["unit"])
+
+
+def _restated_first(text: str, pair: list[re.Match[str]]) -> re.Match[str] | None:
+    """The first of two numbers side by side when the second restates it in another unit
+    ("60 minutes or 1 hour", "12 eggs, or about 1 dozen": 60, 12), else None."""
+    if len(pair) < 2:
+        return None
+    first, second = pair
+    between = text[first.end() : second.start()]
+    return first if _restated_in_another_unit(text, between, second) else None
 
 
 def _same_value(first: re.Match[str], second: re.Match[str]) -> bool:
