@@ -36,6 +36,8 @@ COT = (
         ("1500", "Natalia sold 48 clips in April... #### 1,500"),
         ("18", "#### 18\nShe sells 9 eggs at $2 each."),  # the first number after ####
         ("12", "#### 12\nNote: 1/0 is undefined."),  # no division by zero before it
+        ("12", "#### 12 (1/0 is undefined)"),  # joined to it by no '=' nor operation
+        ("12", "The answer is 12 (1/0 is undefined)."),
         ("120", "#### 120 = 2 hours"),  # an '=' after no operation ends no chain
         ("12", "#### 12 = 12"),
         ("5", "#### 5 = 5 apples"),
@@ -2198,3 +2200,34 @@ def test_a_division_by_zero_after_hashes_is_no_answer(output: str) -> None:
     result = graded(number_task("5"), output)
     assert (result.score, result.error) == (0.0, None), result.detail
     assert "not a number" in result.detail
+
+
+@pytest.mark.parametrize(
+    ("answer", "output"),
+    [
+        # an equation whose operations divide by zero does not hold: no side of it is the
+        # answer, in a box, after #### or after "answer is" (read 1, 3, 5 or 5 before)
+        ("5", r"\boxed{5 = 10 / 0 + 1}"),
+        ("1", r"\boxed{5 = 10 / 0 + 1}"),
+        ("5", r"\boxed{5 = 10 / 0}"),
+        ("5", r"\boxed{5 = \frac{10}{0}}"),
+        ("5", r"\boxed{5 / 0 = 5}"),
+        ("5", "#### 5 = 10 / 0"),
+        ("5", "#### 5 = 10 / 0 + 1"),
+        ("5", "#### 5 apples = 10 / 0"),
+        ("5", "The answer is 5 = 1 / 0 + 3."),
+        ("3", "The answer is 5 = 1 / 0 + 3."),
+        ("5", "The answer is 5 = 1 / 0."),
+        ("3", "The answer is 5 / 0 = 3."),
+        ("3", "The answer is clearly 5 = 1 / 0 + 3."),
+        ("3", "The answer is x = 5 = 1 / 0 + 3."),
+        # a first number the window of MAX_CHARS_BEFORE_THE_CHAIN ends inside is read whole
+        ("50", "The answer is " + "very " * 7 + "so, 50 = 100 / 0."),
+        # a box holding only a division by zero gives no answer either (read 5 before)
+        ("5", r"I had 5. \boxed{1/0}"),
+    ],
+)
+def test_an_equation_dividing_by_zero_is_no_answer(answer: str, output: str) -> None:
+    result = graded(number_task(answer), output)
+    assert (result.score, result.error) == (0.0, None), result.detail
+    assert "not a number (a division by zero)" in result.detail

@@ -21,7 +21,8 @@ roots "x = 3 or x = -3" or "±3", a range or an undone subtraction "5-7", "5 min
 3", "12 ÷ 4"; "-2, 3" in a box),
 an operation in a box or after `####` ("\\boxed{3 \\cdot 4}", "#### 20 + 3": the grader does not
 compute it; it only checks "\\boxed{12 = 3 \\cdot 4}", 12, "#### 12 = 2 * 3 * 2" (a chain
-of operations, '*' and '/' before '+' and '-') and "The answer is 12 = 3 * 4.";
+of operations, '*' and '/' before '+' and '-') and "The answer is 12 = 3 * 4."; one
+dividing by zero, "#### 5 = 10 / 0", is no answer;
 after `####` a chain's side after its last '=' is the answer, no step checked: "#### 20 + 3 +
 4 = 27", "#### 20 + 3 = 23 - 2 = 21"),
 times or ratios ("3:30") and a comma between digits ("1,5": a decimal comma or a
@@ -245,6 +246,9 @@ def _boxed_answer(text: str) -> _Extracted | None:
         shown = clip(boxed.strip())
         return None, f"a factorial, not a number, in \\boxed{{}}: {shown!r}"
     boxed = unlatex(_LATEX_DIVIDE.sub("÷", boxed))
+    no_number = _no_number_before(boxed, len(boxed))
+    if no_number is not None:  # "\\boxed{5 = 10 / 0 + 1}" read 1
+        return None, f"not a number (a division by zero): {clip(no_number)!r} in \\boxed{{}}"
     numbers = [number for number in find_numbers(boxed) if not _is_a_tolerance(number)]
     equation = _around_the_last_equals(boxed, numbers)
     holds = _equation_holds(boxed, equation)
@@ -400,8 +404,11 @@ def _answer_after_hashes(text: str) -> _Extracted | None:
         return None
     after = text[hashes + 4 :]
     numbers = find_numbers(after)
-    no_number = _no_number_first(after, numbers)
-    if no_number is not None:  # "#### 5 / 0 = 5" read 5
+    first = numbers[0].start() if numbers else len(after)
+    no_number = _no_number_before(after, first) or _division_by_zero_in_the_chain(
+        after, first, len(after)
+    )
+    if no_number is not None:  # "#### 5 / 0 = 5", "#### 5 = 10 / 0" read 5
         return None, f"not a number (a division by zero): {clip(no_number)!r} after ####"
     last_side, operated = _last_side_of_the_chain(after, numbers)
     if operated and last_side is None and _chain_step(after, numbers[0], numbers[1]) == "=":
@@ -444,14 +451,34 @@ def _result_before_the_chains_operation(text: str, numbers: list[re.Match[str]])
     return found_number(numbers[0]), "after ####, before the operation giving it"
 
 
-def _no_number_first(text: str, numbers: list[re.Match[str]]) -> str | None:
-    """What looks like a number but is none ("5 / 0", "0^-1") before `numbers`' first one
-    (`find_numbers` drops it), or None."""
-    first = numbers[0].start() if numbers else len(text)
-    dropped = next(
-        (match for match in NUMBER.finditer(text, 0, first) if not is_number(match)), None
-    )
+def _no_number_before(text: str, end: int) -> str | None:
+    """What looks like a number but is none ("5 / 0", "0^-1": `find_numbers` drops it)
+    before `end`, or None."""
+    dropped = next((match for match in NUMBER.finditer(text, 0, end) if not is_number(match)), None)
     return None if dropped is None else dropped.group(0).strip()
+
+
+# how far after an answer marker the chain it gives may start (bounded: each marker looks)
+MAX_CHARS_BEFORE_THE_CHAIN = 40
+
+
+def _division_by_zero_in_the_chain(text: str, start: int, end: int) -> str | None:
+    """The division by zero ("10 / 0", which `find_numbers` drops) in the chain of '=' and
+    operations starting at `start`, up to `end` ("5 = 10 / 0 + 1"): an equation dividing by
+    zero does not hold. None when there is none, or no chain ("12 (1/0 is undefined)"). The
+    chain starts at the first number-like text within MAX_CHARS_BEFORE_THE_CHAIN of `start`
+    ("The answer is clearly 5 = 1 / 0 + 3.")."""
+    near = NUMBER.search(text, start, min(end, start + MAX_CHARS_BEFORE_THE_CHAIN))
+    first = None if near is None else NUMBER.match(text, near.start(), end)
+    if first is None:
+        return None
+    chain = [first]
+    while (following := NUMBER.search(text, chain[-1].end(), end)) is not None and _chain_step(
+        text, chain[-1], following
+    ):
+        chain.append(following)
+    dropped = next((match for match in chain if not is_number(match)), None)
+    return None if len(chain) < 2 or dropped is None else dropped.group(0).strip()
 
 
 # an operation's '=' before its result, on the operation's line: "20 + 3 = 23"
@@ -878,6 +905,10 @@ def _read_after_marker(marker: re.Match[str], landmarks: _Landmarks) -> _Extract
     if text.find("\n", marker.end(), line_start) >= 0:  # "Answer:\n\n18\n\nExplanation: ..."
         return _answer_on_the_next_line(marker, line_start)
     end, index = _first_number_in_sentence(landmarks, marker.end())
+    no_number = _division_by_zero_in_the_chain(text, line_start, end)
+    if no_number is not None:  # "The answer is 5 = 1 / 0 + 3." read 3
+        after = f"after {marker.group(0).strip()!r}"
+        return None, f"not a number (a division by zero): {clip(no_number)!r} {after}"
     if index is None:
         worded = _worded_answer_at(text, line_start, end, _CORRECTED_NUMBER_END)
         # "He had 3 and got 2 more. The answer is five."
