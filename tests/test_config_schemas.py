@@ -1553,17 +1553,45 @@ def test_the_shipped_config_given_by_its_source_path_elsewhere_names_the_install
     with pytest.raises(ConfigError) as error:
         load_config("src/fugu_lite/configs/default.yaml", PipelineConfig)
     assert str(error.value) == (
-        "config file src/fugu_lite/configs/default.yaml not found; the default.yaml shipped "
-        f"with fugu-lite is {DEFAULT_CONFIG}"
+        "config file src/fugu_lite/configs/default.yaml not found (looked for "
+        f"{tmp_path}/src/fugu_lite/configs/default.yaml); the default.yaml shipped with "
+        f"fugu-lite is {DEFAULT_CONFIG}"
     )
     assert load_config(DEFAULT_CONFIG, PipelineConfig).model.quantization == "int8"
     with pytest.raises(ConfigError) as error:
         load_config("configs/mine.yaml", PipelineConfig)
-    assert str(error.value) == "config file configs/mine.yaml not found"
+    assert "; the default.yaml shipped" not in str(error.value)
     # the user's own default.yaml, in a folder of theirs, is no source path of the shipped one
     with pytest.raises(ConfigError) as error:
         load_config("mine/default.yaml", PipelineConfig)
-    assert str(error.value) == "config file mine/default.yaml not found"
+    assert str(error.value).startswith(
+        f"config file mine/default.yaml not found (looked for {tmp_path}/mine/default.yaml); "
+        "write one"
+    )
+
+
+def test_a_config_not_found_says_where_it_was_looked_for_and_how_to_fix_it(
+    tmp_path: Path, monkeypatch
+) -> None:
+    """`-c configs/mine.yaml` said only "config file configs/mine.yaml not found": not from
+    which folder a relative path was read, nor what to give instead (a pool file not found
+    says both)."""
+    monkeypatch.chdir(tmp_path)
+    for load in (
+        lambda: load_config("configs/mine.yaml", PipelineConfig),
+        lambda: load_stage_config("configs/mine.yaml", SFTConfig, "sft"),
+    ):
+        with pytest.raises(ConfigError) as error:
+            load()
+        assert str(error.value) == (
+            f"config file configs/mine.yaml not found (looked for {tmp_path}/configs/mine.yaml);"
+            f" write one (README 'Configs', or copy {DEFAULT_CONFIG}) or leave -c out for the "
+            "defaults"
+        )
+    # an absolute path is shown once
+    with pytest.raises(ConfigError) as error:
+        load_config(tmp_path / "absent.yaml", PipelineConfig)
+    assert str(error.value).startswith(f"config file {tmp_path / 'absent.yaml'} not found; ")
 
 
 def test_a_config_that_is_a_link_leading_back_to_itself_is_not_said_to_be_missing(
@@ -1582,7 +1610,7 @@ def test_a_config_that_is_a_link_leading_back_to_itself_is_not_said_to_be_missin
     (tmp_path / "dangling.yaml").symlink_to(tmp_path / "gone.yaml")
     with pytest.raises(ConfigError) as error:
         load_config(tmp_path / "dangling.yaml", PipelineConfig)
-    assert str(error.value) == f"config file {tmp_path / 'dangling.yaml'} not found"
+    assert str(error.value).startswith(f"config file {tmp_path / 'dangling.yaml'} not found;")
 
 
 def test_a_config_path_through_a_file_is_not_found(tmp_path: Path) -> None:
@@ -1591,7 +1619,7 @@ def test_a_config_path_through_a_file_is_not_found(tmp_path: Path) -> None:
     path = write_yaml(tmp_path / "c.yaml", "sft: {}\n") / "sft.yaml"
     with pytest.raises(ConfigError) as error:
         load_config(path, PipelineConfig)
-    assert str(error.value) == f"config file {path} not found"
+    assert str(error.value).startswith(f"config file {path} not found;")
 
 
 def test_a_config_that_is_not_utf8_or_is_a_directory(tmp_path: Path) -> None:

@@ -243,7 +243,7 @@ def _read_yaml_mapping(path: Path) -> dict:
     try:
         path.stat()
     except (FileNotFoundError, NotADirectoryError):
-        raise ConfigError(f"config file {path} not found{_shipped_config_hint(path)}") from None
+        raise ConfigError(_config_not_found(path)) from None
     except OSError:  # a link leading back to itself (not "not found"): reading it says so
         pass
     if path.is_dir():
@@ -279,6 +279,16 @@ def _shipped_config_hint(path: Path) -> str:
     if path.parent.name != DEFAULT_CONFIG.parent.name or not shipped.is_file():
         return ""
     return f"; the {path.name} shipped with fugu-lite is {shipped}"
+
+
+def _config_not_found(path: Path) -> str:
+    """Where a -c file was looked for and what to give instead: `-c configs/mine.yaml` said
+    only "not found", not from which folder a relative path was read, nor how to fix it."""
+    where = "" if path.is_absolute() else f" (looked for {path.absolute()})"
+    fix = _shipped_config_hint(path) or (
+        f"; write one (README 'Configs', or copy {DEFAULT_CONFIG}) or leave -c out for the defaults"
+    )
+    return f"config file {path} not found{where}{fix}"
 
 
 def read_yaml_document(path: Path) -> object:
