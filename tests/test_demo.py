@@ -197,6 +197,33 @@ def test_a_data_folder_without_llmrouter_stops_the_demo_before_the_local_loop(
     assert not (tmp_path / "demo" / "local").exists(), result.output
 
 
+def test_a_data_dir_that_does_not_exist_stops_the_demo_before_the_pool_is_checked(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`demo --data-dir shared/dta` (a typo) was refused only when the LLMRouter stage began,
+    after the pool check (which starts llama.cpp's servers: minutes), not with the other
+    options; with --no-llmrouter the folder is not read, so not checked."""
+    monkeypatch.delenv("FUGU_TEST_UNSET_KEY", raising=False)
+    # a worker the pool check refuses: which check came first is the error said
+    keyless = {"id": "w", "model": "m", "base_url": "http://127.0.0.1:9/v1",
+               "api_key_env": "FUGU_TEST_UNSET_KEY"}  # fmt: skip
+    typo = tmp_path / "shared" / "dta"
+    result, stages = demo_with_the_llmrouter_stage_watched(
+        tmp_path, monkeypatch, keyless, "--data-dir", str(typo)
+    )
+    assert result.exit_code == 2, result.output
+    assert flat(result.stderr).startswith(
+        f"error: --data-dir points to {typo}, which has no llmrouter/ folder inside; name the "
+        "folder that holds llmrouter/"
+    ), result.stderr
+    assert stages == []
+    assert not (tmp_path / "demo").exists(), result.output
+    result, stages = demo_with_the_llmrouter_stage_watched(
+        tmp_path, monkeypatch, keyless, "--data-dir", str(typo), "--no-llmrouter"
+    )
+    assert "FUGU_TEST_UNSET_KEY, which is not set" in flat(result.stderr), result.stderr
+
+
 def test_sigterm_stops_the_demo_saying_what_was_kept(tmp_path: Path) -> None:
     """`timeout 600 fugu-lite demo` (or a cancelled CI job) killed the demo without a word:
     no `interrupted:` line saying that the answers collected so far are kept."""

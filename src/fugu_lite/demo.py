@@ -73,15 +73,10 @@ def run_demo(settings: DemoSettings, config: PipelineConfig) -> dict:
 def run_llmrouter(data_dir: Path | None, output_dir: Path, config: PipelineConfig) -> dict | None:
     """Import LLMRouter, train SFT -> RL, evaluate on test; skipped when the data is absent."""
     console.rule("1/3 LLMRouter: import, train SFT -> RL, evaluate")
+    check_named_data_dir(data_dir)
     try:
         root = resolve_data_dir(str(data_dir) if data_dir else None)
     except DataNotFoundError as error:
-        if data_dir is not None or os.environ.get(DATA_DIR_ENV):
-            # a folder the user named (a typo): stop now, not skip the stage they asked for
-            raise DataNotFoundError(
-                f"{error}; name the folder that holds llmrouter/ (e.g. ../shared/data), or "
-                "pass --no-llmrouter"
-            ) from error
         console.print(f"[yellow]skipping the LLMRouter stage:[/yellow] {console_text(str(error))}")
         return None
     records = import_dataset("llmrouter", root)
@@ -89,6 +84,21 @@ def run_llmrouter(data_dir: Path | None, output_dir: Path, config: PipelineConfi
     console.print(f"imported {len(records)} LLMRouter records from {root}")
     training = train_pipeline(records, config, output_dir / "router")
     return run_evaluation(Path(training["checkpoint"]), records, "test", output_dir / "evaluation")
+
+
+def check_named_data_dir(data_dir: Path | None) -> None:
+    """A folder the user named (--data-dir, else $FUGU_LITE_DATA_DIR) holds llmrouter/: a
+    typo stops the demo, not skips the stage they asked for. None named: nothing to check
+    (the stage searches, downloads or is skipped)."""
+    if data_dir is None and not os.environ.get(DATA_DIR_ENV):
+        return
+    try:
+        resolve_data_dir(str(data_dir) if data_dir else None)
+    except DataNotFoundError as error:
+        raise DataNotFoundError(
+            f"{error}; name the folder that holds llmrouter/ (e.g. ../shared/data), or "
+            "pass --no-llmrouter"
+        ) from error
 
 
 def run_local_loop(

@@ -84,6 +84,8 @@ def demo_command(
     cfg = load_or_fail(config or DEFAULT_CONFIG, PipelineConfig, {})
     check_device_or_fail(cfg, config or DEFAULT_CONFIG, {})
     check_output(output, "-o", "folder")
+    if llmrouter:
+        check_data_dir_holds_llmrouter(data_dir)
     check_pool_starts(pool)
     settings = DemoSettings(
         data_dir=data_dir,
@@ -99,6 +101,17 @@ def demo_command(
             run_demo(settings, cfg)
         except (ValueError, RuntimeError, OSError) as error:
             fail(str(error))
+
+
+def check_data_dir_holds_llmrouter(data_dir: Path | None) -> None:
+    """Checked now, not when the LLMRouter stage starts: after the pool check (minutes)."""
+    from ..datasets import DataNotFoundError
+    from ..demo import check_named_data_dir
+
+    try:
+        check_named_data_dir(data_dir)
+    except DataNotFoundError as error:
+        fail(str(error))
 
 
 def check_pool_starts(pool: Path | None) -> None:
