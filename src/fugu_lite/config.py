@@ -180,6 +180,11 @@ def _unexpanded_variable(cache_dir: str) -> str:
     )
 
 
+# `fugu-lite demo --tasks-per-family`'s default, read by the option (cli/demo.py) and by
+# demo.DemoSettings: here, as the CLI imports demo.py (torch) only once the demo runs.
+DEMO_TASKS_PER_FAMILY = 12
+
+
 # numpy's global seed (training_common.seed_everything) takes 0 to 2**32 - 1: `seed: -1`
 # passed the config, and the run stopped in numpy ("Seed must be between 0 and 2**32 - 1"),
 # naming no key.

@@ -18,7 +18,7 @@ from pydantic import BaseModel
 from rich.markup import escape
 from rich.table import Table
 
-from .config import PipelineConfig
+from .config import DEMO_TASKS_PER_FAMILY, PipelineConfig
 from .datasets import DATA_DIR_ENV, DataNotFoundError, import_dataset, resolve_data_dir
 from .evaluate_checkpoint import run_evaluation
 from .pipeline import train_pipeline
@@ -46,7 +46,7 @@ class DemoSettings(BaseModel):
     data_dir: Path | None = None
     output: Path = Path("runs/demo")
     pool: Path | None = None  # None = the embedded local pool
-    tasks_per_family: int = 12
+    tasks_per_family: int = DEMO_TASKS_PER_FAMILY
     task_seed: int = 0
     llmrouter: bool = True
     serve: bool = True

@@ -7,7 +7,7 @@ from typing import Annotated
 
 import typer
 
-from ..config import PipelineConfig
+from ..config import DEMO_TASKS_PER_FAMILY, PipelineConfig
 from ..config_errors import ConfigError
 from ..config_loading import DEFAULT_CONFIG
 from .common import (
@@ -70,7 +70,7 @@ def demo_command(
     output: DemoOutputOption = Path("runs/demo"),
     config: PipelineConfigOption = None,
     pool: PoolOption = None,
-    tasks_per_family: TasksPerFamilyOption = 12,
+    tasks_per_family: TasksPerFamilyOption = DEMO_TASKS_PER_FAMILY,
     llmrouter: LLMRouterOption = True,
     serve: ServeOption = True,
 ) -> None:
