@@ -69,6 +69,28 @@ def test_cost_to_reach_interpolates_on_the_hull() -> None:
     assert cost_to_reach([(1.0, 0.5)], 0.5) == pytest.approx(1.0)
 
 
+def test_a_hull_of_no_points_is_refused() -> None:
+    """An empty hull has no cheapest point: aiq and cost_to_reach would fail on it later."""
+    with pytest.raises(ValueError, match="a hull needs at least one point"):
+        non_decreasing_hull([])
+
+
+def test_a_hull_of_numpy_points_is_json_of_plain_floats() -> None:
+    """Costs and rewards read from float32 arrays: the report's JSON takes the hull as is."""
+    points = [(np.float32(1.5), np.float32(0.25)), (np.float32(2.5), np.float32(0.75))]
+    hull = non_decreasing_hull(points)
+    assert all(type(value) is float for vertex in hull for value in vertex), hull
+    assert json.loads(json.dumps(hull)) == [[1.5, 0.25], [2.5, 0.75]]
+
+
+def test_aiq_over_a_range_ending_inside_the_hull_stops_at_its_end() -> None:
+    """Vertices past cost_max add nothing, and the knots are integrated in cost order (the
+    set of these knots iterates as 0.25, 1.75, 1.25, 0.75)."""
+    hull = [(0.25, 0.5), (0.75, 0.8), (1.25, 0.9), (2.25, 1.0)]
+    # over [0.25, 1.75]: 0.5 * (0.65 + 0.85 + 0.925) = 1.2125, divided by 1.5
+    assert aiq(hull, 0.25, 1.75) == pytest.approx(1.2125 / 1.5)
+
+
 def test_the_aiq_floor_is_0_unless_a_reward_is_below_0() -> None:
     assert reward_floor(np.array([0.2, 0.9])) == 0.0  # not the lowest reward, 0.2
     assert reward_floor(np.array([-0.5, 0.9])) == -0.5
