@@ -13,7 +13,10 @@ import matplotlib.image
 import numpy as np
 import pytest
 from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.colors import to_rgb
+from matplotlib.container import BarContainer
 from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
 from matplotlib.text import Annotation, Text
 from matplotlib.transforms import Bbox
 from rich.console import Console
@@ -1414,6 +1417,8 @@ def test_each_plot_names_its_bars_axes_and_legend() -> None:
         "bar labels": [],
         "legend": ["router", "oracle"],
     }
+    low, high = choices.axes[0].get_xlim()  # every share 0..1 fits, not zoomed to the largest
+    assert low == 0.0 and high >= 1.0, (low, high)
     per_task = plot_per_task(report)
     assert plot_texts(per_task) == {
         "title": "Mean reward per task (test)",
@@ -1427,10 +1432,43 @@ def test_each_plot_names_its_bars_axes_and_legend() -> None:
         assert axes.yaxis_inverted()  # the first worker or task on top
         for row, tick in enumerate(axes.get_yticks()):
             bars = [series[row] for series in axes.containers]  # router first
-            tops = [bar.get_y() for bar in bars]
-            assert tops == sorted(tops), (row, tops)
+            for upper, lower in pairwise(bars):  # side by side, none over another
+                assert upper.get_y() + upper.get_height() <= lower.get_y() + 1e-9, row
             for bar in bars:  # inside its row's band, not reaching the next row
                 assert tick - 0.5 < bar.get_y() < bar.get_y() + bar.get_height() < tick + 0.5
+
+
+def series_colours(figure: Figure) -> dict[str, tuple[float, float, float]]:
+    """Each legend entry of a plot and the colour its bars or line are drawn in; each drawn."""
+    colours = {}
+    for handle, label in zip(*figure.axes[0].get_legend_handles_labels(), strict=True):
+        artists = list(handle) if isinstance(handle, BarContainer) else [handle]
+        assert all(artist.get_visible() for artist in artists), label
+        first = artists[0]
+        colour = first.get_color() if isinstance(first, Line2D) else first.get_facecolor()
+        colours[label] = to_rgb(colour)
+    return colours
+
+
+def test_each_method_keeps_its_colour_on_every_plot() -> None:
+    """The router, the best single worker and the oracle are told apart by colour on each
+    plot and keep it from plot to plot: a plot drawing the oracle in the best single
+    worker's red read as the best single worker on the plot beside it."""
+    from fugu_lite.evaluation.plots import plot_mean_reward, plot_router_choices
+
+    report = tied_report()
+    plots = [plot_mean_reward(report), plot_router_choices(report), plot_per_task(report)]
+    colours = [series_colours(figure) for figure in plots]
+    assert [list(colour) for colour in colours] == [
+        ["oracle", "best single (b)"], ["router", "oracle"],
+        ["router", "best single (b)", "oracle"],
+    ]  # fmt: skip
+    for colour in colours:
+        assert len(set(colour.values())) == len(colour), colour
+    for name in ("router", "best single (b)", "oracle"):
+        assert len({colour[name] for colour in colours if name in colour}) == 1, name
+    router_bars = plots[0].axes[0].containers[0]  # the router's bar among the methods'
+    assert to_rgb(router_bars[0].get_facecolor()) == colours[1]["router"]
 
 
 def console_rows(text: str) -> list[list[str]]:
