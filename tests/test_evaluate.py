@@ -1641,7 +1641,7 @@ def test_a_per_task_plot_with_a_row_for_every_task_says_it_leaves_nothing_out() 
     was labelled "N other tasks", as a task of that name is: it is in parentheses now, and a
     task named with them is quoted."""
     rows = [{"task": f"t{index}", "n": 1} for index in range(PER_TASK_PLOT_ROWS + 1)]
-    assert len(plotted_tasks(rows[:-1])) == PER_TASK_PLOT_ROWS
+    assert [label for label, _ in plotted_tasks(rows[:-1])] == [row["task"] for row in rows[:-1]]
     assert per_task_plot_note({"per_task": rows[:-1]}) is None
     assert "its last row pools the other 2 tasks" in str(per_task_plot_note({"per_task": rows}))
     # task t<i> of i + 1 prompts: the 39 largest, t2..t40, keep the table's order
@@ -1676,6 +1676,26 @@ def test_a_worker_named_as_the_choices_plots_pooled_row_reads_as_a_worker() -> N
     ]  # fmt: skip
     assert ticks[-1] == "(3 other workers)"  # w59..w61
     assert len(set(ticks)) == len(ticks)
+
+
+def test_a_router_choices_plot_with_a_row_for_every_worker_says_it_leaves_nothing_out() -> None:
+    """60 workers have a row each, as the note under the plot (none) says; the last row
+    sums the other workers' shares from 61 on."""
+    from fugu_lite.evaluation.plots import CHOICES_PLOT_ROWS, choices_plot_note, plotted_workers
+
+    def shares_report(n_workers: int) -> dict:
+        workers = [f"w{index}" for index in range(n_workers)]
+        shares = {"shares": {worker: 1 / n_workers for worker in workers}}
+        return {"worker_ids": workers, "choices": {"router": shares, "oracle": shares}}
+
+    fitting = shares_report(CHOICES_PLOT_ROWS)
+    assert plotted_workers(fitting)[0] == fitting["worker_ids"]
+    assert choices_plot_note(fitting) is None
+    names, router, _ = plotted_workers(shares_report(CHOICES_PLOT_ROWS + 1))
+    assert names[-1] == "(2 other workers)" and router[-1] == pytest.approx(2 / 61)
+    assert "sums the other 2 workers' shares" in str(
+        choices_plot_note(shares_report(CHOICES_PLOT_ROWS + 1))
+    )
 
 
 def test_plots_of_50_workers_with_200_character_names_keep_room_for_the_data() -> None:
