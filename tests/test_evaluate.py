@@ -1760,6 +1760,36 @@ def test_long_labels_that_differ_only_in_their_middle_stay_apart_on_every_plot()
     # names repeating one pattern read the same wherever they are cut: numbered then
     repeating = distinct_lines(["ab" * 40, "ab" * 41, "ab" * 42])
     assert len(set(repeating)) == 3 and all(len(label) <= 52 for label in repeating), repeating
+    assert [label[-4:] for label in repeating] == [" [1]", " [2]", " [3]"], repeating
+
+
+def shown_with_one_gap(label: str, line: str) -> bool:
+    """Whether `label` is `line`'s start and end with one part between them left out."""
+    start, end = label.split("…")
+    return line.startswith(start) and line.endswith(end)
+
+
+def test_plot_labels_show_where_long_names_differ_in_48_characters_without_numbers() -> None:
+    """A name of 48 characters is shown whole. Long names differing just before their end
+    show it with their start and end, a "…" only where text is left out (one after the part
+    shown made 49 characters, a part run into the end repeated text). Names alike after one
+    parting, or one the start of another, are parted where they differ, not numbered."""
+    from fugu_lite.evaluation.plots import distinct_lines
+
+    assert plain_text("x" * 48) == "x" * 48
+    assert len(plain_text("x" * 49)) == 48 and "…" in plain_text("x" * 49)
+    assert plain_text("two\nlines") == "two\nlines"  # a line break stays
+    near_the_end = ["p" * 45 + digit + "q" * 24 for digit in "12"]  # the end shows 24
+    family, middle, tail = "org/model-family-name-x-", "m" * 25, "-tail-of-the-model-name-q4"
+    parted_twice = [f"{family}a{middle}1{tail}", f"{family}a{middle}2{tail}",
+                    f"{family}b{middle}1{tail}"]  # fmt: skip
+    extended = [f"org/{'long-model-name-' * 3}{'-x' * repeats}" for repeats in (12, 17)]
+    for lines in (near_the_end, parted_twice, extended):
+        labels = distinct_lines(lines)
+        assert len(set(labels)) == len(labels), labels
+        assert all(len(label) <= 48 and not label.endswith("]") for label in labels), labels
+    labels = distinct_lines(near_the_end)
+    assert all(shown_with_one_gap(*pair) for pair in zip(labels, near_the_end, strict=True))
 
 
 def test_the_router_choices_plot_of_many_workers_stays_bounded() -> None:
