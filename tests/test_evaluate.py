@@ -1774,11 +1774,13 @@ def test_plot_labels_show_where_long_names_differ_in_48_characters_without_numbe
     show it with their start and end, a "…" only where text is left out (one after the part
     shown made 49 characters, a part run into the end repeated text). Names alike after one
     parting, or one the start of another, are parted where they differ, not numbered."""
-    from fugu_lite.evaluation.plots import distinct_lines
+    from fugu_lite.evaluation.plots import distinct_lines, plain_labels
 
     assert plain_text("x" * 48) == "x" * 48
     assert len(plain_text("x" * 49)) == 48 and "…" in plain_text("x" * 49)
     assert plain_text("two\nlines") == "two\nlines"  # a line break stays
+    second_line_long = plain_labels(["one line", "two\n" + "y" * 60])[1]
+    assert [len(line) for line in second_line_long.splitlines()] == [3, 48]  # each line shortened
     near_the_end = ["p" * 45 + digit + "q" * 24 for digit in "12"]  # the end shows 24
     family, middle, tail = "org/model-family-name-x-", "m" * 25, "-tail-of-the-model-name-q4"
     parted_twice = [f"{family}a{middle}1{tail}", f"{family}a{middle}2{tail}",
