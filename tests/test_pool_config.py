@@ -786,3 +786,29 @@ def test_a_base_url_holding_a_user_or_password_is_refused_without_showing_them(
     assert "@" in said and "holds a user and password (user:password@): the openai SDK" in said
     assert "the key in the environment variable api_key_env names" in said
     assert SECRET not in said
+
+
+@pytest.mark.parametrize(
+    ("text", "line"),
+    [
+        ("yes: 1\nworkers:\n  - {id: a, model: m, base_url: 'http://x'}\n",
+         "  the key True is not text; YAML reads an unquoted yes, on or true as the boolean "
+         "true: write the text in quotes (e.g. 'yes'); known keys here: workers"),
+        ("workers:\n  - {id: a, model: m, base_url: 'http://x', 1: 2}\n",
+         "  workers.0: the key 1 is not text; YAML reads 1 as a number: write the text in "
+         "quotes ('1'); known keys here: id, "),
+        ("workers:\n  - id: a\n    model: m\n    local: {gguf: a.gguf, ~: 3}\n",
+         "  workers.0.local: the key None is not text; YAML reads ~ or null as no value, and "
+         "nothing before ':' is no key: write the key; known keys here: gguf, "),
+    ],
+)  # fmt: skip
+def test_a_pool_key_yaml_reads_as_no_text_is_named_as_written(
+    tmp_path: Path, text: str, line: str
+) -> None:
+    """`yes:` in a pool file was "1: Keys should be strings (got True)" (pydantic writes True
+    as 1 in a key's path), where a training config names the key as written and how to quote
+    it; a pool file now says the same."""
+    with pytest.raises(ConfigError) as error:
+        load_pool_config(write(tmp_path, text))
+    assert line in str(error.value)
+    assert "Keys should be strings" not in str(error.value)

@@ -104,7 +104,8 @@ def describe_config_error(
         if item["type"] == "extra_forbidden":
             lines.append(_unknown_key_line(item, config_type, key, given, file_keys))
         elif item["type"] == "invalid_key":
-            lines.append(_non_text_key_line(item, config_type, key))
+            known = _known_keys(config_type, item["loc"][:-1])
+            lines.append(non_text_key_line(item, key, known))
         else:
             lines.append(_invalid_value_line(item, key, given))
     return "\n".join(lines)
@@ -166,17 +167,17 @@ def _unknown_config_key_hint(
     return hint
 
 
-def _non_text_key_line(item: ErrorDetails, config_type: type[BaseModel], key: str) -> str:
+def non_text_key_line(item: ErrorDetails, key: str, known: list[str]) -> str:
     """A key YAML reads as no text (`yes:` a boolean, `1:` a number, `~:` null) was "1: Keys
     should be strings (got True)": pydantic writes True as 1 in a key's path, and a null key
-    was said to have no value."""
+    was said to have no value. `known` are the keys of the key's section (a training config's
+    or a pool's)."""
     section = key.rpartition(".")[0]  # as the file names it
     where = f"{section}: " if section else ""
     written = item.get("input")
     hint = quoting_hint(written, None) or (
         "; YAML reads ~ or null as no value, and nothing before ':' is no key: write the key"
     )
-    known = _known_keys(config_type, item["loc"][:-1])
     return f"  {where}the key {written!r} is not text{hint}; known keys here: {', '.join(known)}"
 
 

@@ -30,7 +30,7 @@ from pydantic import (
 # the training configs' base: unknown keys refused, and a number given as a boolean
 # (`input_price_per_mtok: true`, `max_concurrency: yes`) too, not read as 1 or 0
 from ..config import PipelineConfig, SFTConfig, StrictModel
-from ..config_errors import ConfigError, quoting_hint
+from ..config_errors import ConfigError, non_text_key_line, quoting_hint
 from ..config_loading import read_yaml_document
 from ..file_digests import is_lfs_pointer
 from ..io import check_message
@@ -623,6 +623,8 @@ def describe_pool_error(error: ValidationError, source: str) -> str:
             close = difflib.get_close_matches(location[-1], known, n=1)
             hint = _unknown_key_hint(location, item.get("input"), close)
             lines.append(f"  unknown key {key!r}: {hint}known keys here: {', '.join(known)}")
+        elif item["type"] == "invalid_key":
+            lines.append(non_text_key_line(item, key, _known_keys(item["loc"][:-1])))
         elif location[-1:] == ["api_key_env"] or item["type"] in ("missing", "value_error"):
             lines.append(f"  {key}: {message}")
         elif location == ["workers"] and isinstance(item.get("input"), dict):
