@@ -11,6 +11,7 @@ import stat
 import subprocess
 import sys
 import time
+import tracemalloc
 from pathlib import Path
 
 import pytest
@@ -1542,6 +1543,48 @@ def test_yaml_nested_too_deeply_to_read_is_a_config_error(tmp_path: Path) -> Non
         with pytest.raises(ConfigError) as error:
             load()
         assert str(error.value).startswith(f"{path}: not valid YAML: nested too deeply to read")
+
+
+def nested_aliases(levels: int) -> str:
+    """A flow list of `levels` lists, each holding the one before nine times by its alias:
+    small as text, 9**levels items once its aliases are expanded ("billion laughs")."""
+    lists = ["&l0 [x, x, x, x, x, x, x, x, x]"]
+    lists += [f"&l{n} [{', '.join([f'*l{n - 1}'] * 9)}]" for n in range(1, levels)]
+    return f"[{', '.join(lists)}]"
+
+
+@pytest.mark.timeout(20)  # the expanded value: 9**7 items, shown whole or cut
+@pytest.mark.parametrize(
+    ("text", "stage"),
+    [("{laughs}\n", None), ("{laughs}\n", "sft"), ("sft:\n  epochs: {laughs}\n", None),
+     ("model: {laughs}\n", "sft"), ("sft: {{}}\nmodel: {laughs}\n", "sft"),
+     ("workers: {laughs}\n", "pool"),
+     ("workers:\n  - {{id: {laughs}, model: m, base_url: 'http://x'}}\n", "pool")],
+)  # fmt: skip
+def test_a_value_of_nested_yaml_aliases_is_shown_cut_without_expanding_them(
+    tmp_path: Path, text: str, stage: str | None
+) -> None:
+    """A value made of aliases of aliases (a few lines of YAML, 9**9 items expanded) hung the
+    error it was refused with, or ate the memory: the whole value was expanded by repr()
+    before the message cut it to 80 characters (or, as "(got ...)", was not cut at all)."""
+    path = write_yaml(tmp_path / "c.yaml", text.format(laughs=nested_aliases(7)))
+    tracemalloc.start()
+    try:
+        with pytest.raises(ConfigError) as error:
+            if stage == "pool":
+                load_pool_config(path)
+            elif stage == "sft":
+                load_stage_config(path, SFTConfig, "sft")
+            else:
+                load_config(path, PipelineConfig)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 4_000_000  # the value shown whole: 24 MB of text
+    lines = str(error.value).splitlines()
+    shown = lines[-1].partition("got ")[2]  # the value, cut after 80 characters
+    assert shown.startswith("[[") and shown[80:83] == "..."
+    assert max(len(line) for line in lines) < len(str(path)) + 300
 
 
 def test_the_shipped_config_given_by_its_source_path_elsewhere_names_the_installed_one(

@@ -6,7 +6,7 @@ from __future__ import annotations
 import datetime
 import difflib
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 import yaml
@@ -109,6 +109,43 @@ def describe_config_error(
         else:
             lines.append(_invalid_value_line(item, key, given))
     return "\n".join(lines)
+
+
+def start_of(value: object, size: int = 80) -> str:
+    """`value` as Python shows it, cut after `size` characters: a text or JSON records file
+    given as -c was echoed whole (170 KB of error for a CSV of 5000 rows). Shown piece by
+    piece, so lists of aliases of aliases (YAML's "billion laughs", 9**9 items from a few
+    lines) are not expanded: repr() of the whole value hung the error it was refused with."""
+    shown = ""
+    for piece in _repr_pieces(value, set()):
+        shown += piece
+        if len(shown) > size:
+            return f"{shown[:size]}..."
+    return shown
+
+
+def _repr_pieces(value: object, open_ids: set[int]) -> Iterator[str]:
+    """repr(value), a list's or mapping's items one at a time (what YAML reads is built of
+    lists and dicts); one that holds itself (`&a [*a]`) is [...] or {...}, as repr says."""
+    if type(value) is dict:
+        opening, closing = "{", "}"
+        items = ((f"{key!r}: ", item) for key, item in value.items())
+    elif type(value) is list:
+        opening, closing = "[", "]"
+        items = (("", item) for item in value)
+    else:
+        yield repr(value)
+        return
+    if id(value) in open_ids:
+        yield f"{opening}...{closing}"
+        return
+    open_ids.add(id(value))
+    yield opening
+    for number, (key, item) in enumerate(items):
+        yield f"{', ' if number else ''}{key}"
+        yield from _repr_pieces(item, open_ids)
+    open_ids.discard(id(value))
+    yield closing
 
 
 def override_of(key: str, overrides: Mapping[str, object] | None) -> str | None:
@@ -287,7 +324,7 @@ def _invalid_value_line(item: ErrorDetails, key: str, given: str | None) -> str:
             f"must be a section of keys (`{key.rpartition('.')[2]}:` followed by "
             "indented `key: value` lines); fix it or delete it to use the defaults"
         )
-    got = "" if isinstance(value, dict) else f" (got {value!r}){_exponent_hint(value)}"
+    got = "" if isinstance(value, dict) else f" (got {start_of(value)}){_exponent_hint(value)}"
     if item["type"] == "string_type":
         got += quoting_hint(value, key if given == key else None)
     if value is None and item["type"] != "model_type":

@@ -21,6 +21,7 @@ from .config_errors import (
     nested_matches,
     override_of,
     section_type,
+    start_of,
     toml_hint,
 )
 from .text_reading import STDIN_NOT_READ, RecordFileError, means_stdin, read_utf8_text
@@ -143,8 +144,8 @@ def _check_sections_are_mappings(data: dict, path: str | Path, stage: str) -> No
         if data.get(section) is not None and not isinstance(data[section], dict):
             raise ConfigError(
                 f"{path}: section {section!r} must be a mapping of keys (e.g. `{section}:` "
-                f"followed by indented `key: value` lines), got {data[section]!r}; fix it or "
-                "delete the section to use the defaults"
+                f"followed by indented `key: value` lines), got {start_of(data[section])}; fix it "
+                "or delete the section to use the defaults"
             )
 
 
@@ -258,17 +259,10 @@ def _read_yaml_mapping(path: Path) -> dict:
             (n for n, line in enumerate(lines) if line.strip() and line.lstrip()[0] != "#"), 0
         )
         raise ConfigError(
-            f"{path}: the top level must be a mapping of sections, got {_start_of(data)}"
+            f"{path}: the top level must be a mapping of sections, got {start_of(data)}"
             f"{toml_hint(lines[: first + 1])}"
         )
     return data
-
-
-def _start_of(data: object, size: int = 80) -> str:
-    """`data` as Python shows it, cut after `size` characters: a text or JSON records file
-    given as -c was echoed whole (170 KB of error for a CSV of 5000 rows)."""
-    shown = repr(data)
-    return shown if len(shown) <= size else f"{shown[:size]}..."
 
 
 def _shipped_config_hint(path: Path) -> str:

@@ -30,7 +30,7 @@ from pydantic import (
 # the training configs' base: unknown keys refused, and a number given as a boolean
 # (`input_price_per_mtok: true`, `max_concurrency: yes`) too, not read as 1 or 0
 from ..config import PipelineConfig, SFTConfig, StrictModel
-from ..config_errors import ConfigError, non_text_key_line, quoting_hint
+from ..config_errors import ConfigError, non_text_key_line, quoting_hint, start_of
 from ..config_loading import read_yaml_document
 from ..file_digests import is_lfs_pointer
 from ..io import check_message
@@ -636,7 +636,7 @@ def describe_pool_error(error: ValidationError, source: str) -> str:
                 hint = quoting_hint(given, None)
             if location[2:4] == ["local", "extra_args"] and isinstance(given, str):
                 given = shown_args_text(given)
-            lines.append(f"  {key}: {message} (got {given!r}){hint}")
+            lines.append(f"  {key}: {message} (got {start_of(given)}){hint}")
     return "\n".join(lines)
 
 
