@@ -986,6 +986,38 @@ def test_a_nul_byte_in_any_column_name_of_a_routerbench_csv_is_named(
     assert str(raised.value).startswith(f"{path}, line 1: not UTF-8 text (it holds NUL bytes)")
 
 
+@pytest.mark.parametrize("suffix", [".pkl", ".csv", ".csv.gz"])
+@pytest.mark.parametrize("name", ["m\x00", "m\x1b[31m", "m\x7f", "m\tx"])
+@pytest.mark.parametrize("raw", [False, True])
+def test_a_model_name_holding_a_control_character_is_refused_naming_its_column(
+    tmp_path: Path, suffix: str, name: str, raw: bool
+) -> None:
+    """A model named with a NUL or a terminal's colour code (`m\x00`, `m\x1b[31m`) in a
+    pickle's column, or in a raw table's model_name cell of a pickle or a CSV, was imported
+    as a worker of that name, which no pool's worker id can match, where a CSV header's NUL
+    is refused."""
+    model = ROUTERBENCH_MODELS[1]
+    wide = routerbench_table().rename(
+        columns={model: name, f"{model}|total_cost": f"{name}|total_cost"}
+    )
+    table = raw_routerbench_table(routerbench_table()) if raw else wide
+    if raw:
+        table["model_name"] = table["model_name"].replace(model, name)
+    path = tmp_path / f"rb{suffix}"
+    if suffix == ".pkl":
+        table.to_pickle(path)
+    else:
+        table.to_csv(path, index=False)
+    with pytest.raises(RecordFileError) as raised:
+        import_routerbench(path)
+    message = str(raised.value)
+    if suffix != ".pkl" and not raw and name == "m\x00":  # a CSV header's NUL: UTF-16 text
+        assert message.startswith(f"{path}, line 1: not UTF-8 text (it holds NUL bytes)")
+        return
+    where = f"{path}, row 1 (sample_id=mmlu.0): model_name" if raw else f"{path}: the model column"
+    assert message.startswith(f"{where} {name!r} holds the control character U+{ord(name[1]):04X}")
+
+
 def test_a_pickle_naming_a_class_its_module_lacks_says_how_to_convert_it(tmp_path: Path) -> None:
     """A class that pandas' module no longer has (AttributeError, not ImportError) is another
     version's too; the CSV to write is named without .PKL.GZ in any case."""

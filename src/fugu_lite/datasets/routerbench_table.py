@@ -29,6 +29,7 @@ from .routerbench_columns import (
     NON_MODEL_COLUMNS,
     names_its_column,
     refuse_a_header_copy,
+    refuse_control_characters,
 )
 
 # What pandas reads (and infers from the name) with the standard library alone:
@@ -312,3 +313,5 @@ def _check_raw_keys(table: pd.DataFrame, path: Path) -> None:
                 "has a row per sample and model, and the row's score and cost belong to its "
                 "model: fill it in, or delete the row"
             )
+        where = f"{path}, row {position} (sample_id={sample_id})"
+        refuse_control_characters(str(value).strip(), "model_name", where)
