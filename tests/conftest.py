@@ -15,9 +15,10 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+import tracemalloc
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import pytest
 
@@ -53,6 +54,18 @@ TOPICS = {
     "math": ("compute the sum of the numbers", [0.3, 0.1, 1.0]),
     "chat": ("say hello politely to", [1.0, 0.9, 0.8]),
 }
+
+
+Result = TypeVar("Result")
+
+
+def peak_memory_of(call: Callable[[], Result]) -> tuple[Result, int]:
+    """call()'s result and the peak of the Python memory allocated meanwhile (tracemalloc's)."""
+    tracemalloc.start()
+    try:
+        return call(), tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
 
 
 def require_shared_data(dataset: str) -> Path:

@@ -11,14 +11,13 @@ import stat
 import subprocess
 import sys
 import time
-import tracemalloc
 from pathlib import Path
 
 import pytest
 import torch
 import typer
 import yaml
-from conftest import finished_pid, writer_temporary
+from conftest import finished_pid, peak_memory_of, writer_temporary
 from pydantic import ValidationError
 
 from fugu_lite.atomic_files import remove_dead_writers_files, write_bytes_atomic, write_text_atomic
@@ -33,7 +32,7 @@ from fugu_lite.config import (
     SFTConfig,
     unusable_device,
 )
-from fugu_lite.config_errors import ConfigError, describe_config_error
+from fugu_lite.config_errors import ConfigError, describe_config_error, start_of
 from fugu_lite.config_loading import DEFAULT_CONFIG, load_config, load_stage_config
 from fugu_lite.io import append_jsonl, read_json, write_json, write_jsonl
 from fugu_lite.reward_head_training import RewardHeadConfig
@@ -1568,23 +1567,46 @@ def test_a_value_of_nested_yaml_aliases_is_shown_cut_without_expanding_them(
     error it was refused with, or ate the memory: the whole value was expanded by repr()
     before the message cut it to 80 characters (or, as "(got ...)", was not cut at all)."""
     path = write_yaml(tmp_path / "c.yaml", text.format(laughs=nested_aliases(7)))
-    tracemalloc.start()
-    try:
+    loads = {
+        "pool": lambda: load_pool_config(path),
+        "sft": lambda: load_stage_config(path, SFTConfig, "sft"),
+        None: lambda: load_config(path, PipelineConfig),
+    }
+
+    def refusal() -> ConfigError:
         with pytest.raises(ConfigError) as error:
-            if stage == "pool":
-                load_pool_config(path)
-            elif stage == "sft":
-                load_stage_config(path, SFTConfig, "sft")
-            else:
-                load_config(path, PipelineConfig)
-        peak = tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
+            loads[stage]()
+        return error.value
+
+    refused, peak = peak_memory_of(refusal)
     assert peak < 4_000_000  # the value shown whole: 24 MB of text
-    lines = str(error.value).splitlines()
+    lines = str(refused).splitlines()
     shown = lines[-1].partition("got ")[2]  # the value, cut after 80 characters
     assert shown.startswith("[[") and shown[80:83] == "..."
     assert max(len(line) for line in lines) < len(str(path)) + 300
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["[1, 2.5, null, true, \"a'b\", {x: [1, {y: 2}], 3: []}, {}, []]", "&a [*a, 1]",
+     "&a {k: *a, j: [*a]}", "x: &b [1]\ny: [*b, *b, {z: *b}]", "2024-08-06", "{a: !!set {x, y}}",
+     f"[{'x' * 74}]", f"[{'x' * 75}]", f"[{'x' * 76}]"],
+)  # fmt: skip
+def test_a_value_is_shown_as_repr_shows_it_cut_after_80_characters(text: str) -> None:
+    """The start of a refused value, built piece by piece so that aliases are not expanded,
+    is repr()'s: a list or mapping named twice by its alias shown whole both times, one that
+    holds itself as [...] or {...}, "..." only after a value longer than 80 characters."""
+    value = yaml.safe_load(text)
+    whole = repr(value)
+    assert start_of(value) == (whole if len(whole) <= 80 else f"{whole[:80]}...")
+    assert start_of(value, size=len(whole)) == whole
+
+
+def test_a_mapping_of_nested_yaml_aliases_is_shown_cut_without_expanding_them() -> None:
+    value = yaml.safe_load(f"{{a: {nested_aliases(7)}}}")
+    shown, peak = peak_memory_of(lambda: start_of(value))
+    assert peak < 100_000  # the value shown whole: 24 MB of text
+    assert shown.startswith("{'a': [['x', 'x',") and len(shown) == 83
 
 
 def test_the_shipped_config_given_by_its_source_path_elsewhere_names_the_installed_one(

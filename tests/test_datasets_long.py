@@ -8,11 +8,11 @@ import gzip
 import json
 import logging
 import math
-import tracemalloc
 from pathlib import Path
 
 import pandas as pd
 import pytest
+from conftest import peak_memory_of
 from datasets_support import (
     long_rows,
     write_jsonl,
@@ -578,12 +578,7 @@ def test_long_format_holds_each_prompt_once_in_memory(tmp_path: Path) -> None:
         for index in range(1000):
             prompt = f"prompt {index:05d} " + "words " * 40
             writer.writerows([prompt, f"w{k}", (index + k) % 2, 0.001 * k, "t"] for k in range(10))
-    tracemalloc.start()
-    try:
-        records = import_long(path)
-        peak = tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
+    records, peak = peak_memory_of(lambda: import_long(path))
     assert len(records) == 1000 and records[0].worker_ids == [f"w{k}" for k in range(10)]
     assert peak < 3.5 * path.stat().st_size
 

@@ -1018,6 +1018,27 @@ def test_a_model_name_holding_a_control_character_is_refused_naming_its_column(
     assert message.startswith(f"{where} {name!r} holds the control character U+{ord(name[1]):04X}")
 
 
+@pytest.mark.parametrize("suffix", [".pkl", ".csv"])
+@pytest.mark.parametrize("raw", [False, True])
+def test_a_model_name_with_a_tab_or_line_break_around_it_is_that_model(
+    tmp_path: Path, suffix: str, raw: bool
+) -> None:
+    """A tab or a line break around a model's name is stripped as a space is, in a model
+    column and in a raw table's model_name: not refused as a control character."""
+    model = ROUTERBENCH_MODELS[1]
+    routerbench_table().to_pickle(tmp_path / "plain.pkl")
+    spaced = f"\t{model}\n"
+    if raw:
+        table = raw_routerbench_table(routerbench_table())
+        table["model_name"] = table["model_name"].replace(model, spaced)
+    else:
+        table = routerbench_table().rename(columns={model: spaced})
+        table = table.rename(columns={f"{model}|total_cost": f"{spaced}|total_cost"})
+    path = tmp_path / f"rb{suffix}"
+    table.to_pickle(path) if suffix == ".pkl" else table.to_csv(path, index=False)
+    assert import_routerbench(path) == import_routerbench(tmp_path / "plain.pkl")
+
+
 def test_a_pickle_naming_a_class_its_module_lacks_says_how_to_convert_it(tmp_path: Path) -> None:
     """A class that pandas' module no longer has (AttributeError, not ImportError) is another
     version's too; the CSV to write is named without .PKL.GZ in any case."""
