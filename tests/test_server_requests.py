@@ -886,6 +886,26 @@ def test_a_body_nested_more_than_64_levels_deep_is_a_400_naming_the_limit(
     assert not any(stub.bodies for stub in stubs.workers.values())
 
 
+@pytest.mark.parametrize(
+    ("key", "shown"),
+    [("", '""'), ("a b", '"a b"'), ("tab\there", '"tab\\there"'), ("a\bb", '"a\\bb"'),
+     ("naïve key", '"naïve key"'), ("x_trace", "`x_trace`")],
+)  # fmt: skip
+def test_a_too_deep_value_names_its_key_readably_where_backticks_would_not(
+    key: str, shown: str
+) -> None:
+    """A top-level key "" holding a value nested too deeply was named as an empty pair of
+    backticks ("(at ``)", "send `` less deeply nested"), one holding a tab, a space or a
+    backspace was named with it raw: such a key is named as a JSON string, as a param path
+    names it."""
+    body = HI + json.dumps(key).encode() + b": " + b"[" * 64 + b"]" * 64 + b"}"
+    with pytest.raises(ApiError) as raised:
+        request_parsing.json_object(body, None)
+    assert raised.value.param == key
+    assert f" levels deep (at {shown}), the most " in raised.value.message
+    assert raised.value.message.endswith(f"; send {shown} less deeply nested")
+
+
 def test_nesting_depth_is_that_of_the_deepest_array_or_object_wherever_it_is() -> None:
     """The depth a body is refused beyond (MAX_DEPTH): objects count as arrays do, and the
     deepest branch counts, whether written before or after a shallower one."""

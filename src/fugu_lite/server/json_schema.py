@@ -18,9 +18,20 @@ PLAIN_KEY = re.compile(r"""[^.\[\]"'\s]+""")
 def key_path(path: str, key: str) -> str:
     """The path of `key` in the object at `path`: 'metadata' + 'team' -> 'metadata.team',
     'metadata' + 'a.b' -> 'metadata["a.b"]' (not 'metadata.a.b', the key b of a key a)."""
-    if PLAIN_KEY.fullmatch(key) and key.isprintable():
+    if is_plain_key(key):
         return f"{path}.{key}"
     return f"{path}[{json.dumps(key, ensure_ascii=False)}]"
+
+
+def is_plain_key(key: str) -> bool:
+    """Whether `key` can be written bare (PLAIN_KEY), not as a JSON string."""
+    return bool(PLAIN_KEY.fullmatch(key)) and key.isprintable()
+
+
+def shown_key(key: str) -> str:
+    """`key` as a message names it: `x_trace`, or a JSON string where backticks would show
+    nothing, or not what it holds ("", " ", a key holding a tab or a dot)."""
+    return f"`{key}`" if is_plain_key(key) else json.dumps(key, ensure_ascii=False)
 
 
 CHOICE_KEYWORDS = ("enum", "anyOf", "oneOf", "type")

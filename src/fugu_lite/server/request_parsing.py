@@ -17,7 +17,7 @@ from ..schemas import PartError
 from ..text_reading import json_error_reason
 from .api_error import ApiError
 from .chat_request import ChatCompletionRequest
-from .json_schema import json_walk, key_path, list_items
+from .json_schema import json_walk, key_path, list_items, shown_key
 from .request_checks import ParamError, compact
 
 
@@ -115,7 +115,7 @@ def nesting_depth(value: Any) -> int:
 def too_deeply_nested(key: str | None) -> ApiError:
     """The 400 for a body nested more than MAX_DEPTH levels deep; `key`: the top-level key
     holding the deep value (None: json.loads could not read the body that deep)."""
-    at, value = ("", "it") if key is None else (f" (at `{key}`)", f"`{key}`")
+    at, value = ("", "it") if key is None else (f" (at {shown_key(key)})", shown_key(key))
     return ApiError(
         400,
         f"the request body is nested too deeply: it nests arrays and objects more than "
