@@ -1364,31 +1364,52 @@ def test_a_note_after_a_key_is_a_comment_not_keys(
     assert load_api_keys("FUGU_TEST_ENDPOINT_KEYS") == [ENDPOINT_KEY]
 
 
+WRAPPED_IN_QUOTES = (
+    "is wrapped in quotes, which every client would have to send with it (a .env file read "
+    "by something that keeps them, as docker's --env-file does?)"
+)
+
+
 @pytest.mark.parametrize(
-    "value",
-    [f'"{ENDPOINT_KEY},sk-second-key-abcdef"', f"'{ENDPOINT_KEY}'", f'"{ENDPOINT_KEY}"',
-     f'{ENDPOINT_KEY}"', f"'{ENDPOINT_KEY}"],
+    ("value", "quoted"),
+    [(f'"{ENDPOINT_KEY},sk-second-key-abcdef"', WRAPPED_IN_QUOTES),
+     (f'"{ENDPOINT_KEY} sk-second-key-abcdef"', WRAPPED_IN_QUOTES),
+     (f'  "{ENDPOINT_KEY},sk-second-key-abcdef"  ', WRAPPED_IN_QUOTES),
+     (f'"{ENDPOINT_KEY},sk-second-key-abcdef" # alice', WRAPPED_IN_QUOTES),
+     (f"'{ENDPOINT_KEY}'", WRAPPED_IN_QUOTES), (f'"{ENDPOINT_KEY}"', WRAPPED_IN_QUOTES),
+     (f'sk-second-key-abcdef, "{ENDPOINT_KEY}"', WRAPPED_IN_QUOTES),
+     (f'{ENDPOINT_KEY}"', "ends"), (f"'{ENDPOINT_KEY}", "starts"),
+     (f'"{ENDPOINT_KEY}, sk-second-key-abcdef', "starts"),
+     (f"sk-second-key-abcdef {ENDPOINT_KEY}'", "ends")],
 )  # fmt: skip
 def test_keys_wrapped_in_quotes_are_refused_not_taken_with_them(
-    value: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    value: str, quoted: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """FUGU_API_KEYS="sk-..." in a .env file read by docker's --env-file (which keeps the
     quotes) made the quotes part of the key: serve started, and every client sending its
     key got 401 'invalid API key', nothing saying why. A key with a quote at one end alone
-    is refused too (no test gave one: checking only one end passed a mutation round)."""
+    is refused too (no test gave one: checking only one end passed a mutation round); it
+    was told it "is wrapped in quotes", not which end the quote is at, as the workers'
+    keys are told."""
+    if quoted in ("starts", "ends"):
+        quoted = (
+            f"{quoted} with a quote, which every client would have to send with it (copied "
+            "with it from a shell line or a .env file?)"
+        )
     monkeypatch.setenv("FUGU_TEST_ENDPOINT_KEYS", value)
     with pytest.raises(ApiKeyError) as error:
         load_api_keys("FUGU_TEST_ENDPOINT_KEYS")
     assert str(error.value) == (
-        "--api-keys-env FUGU_TEST_ENDPOINT_KEYS: a key is wrapped in quotes, which every "
-        "client would have to send with it (a .env file read by something that keeps them, "
-        "as docker's --env-file does?); give the keys without quotes"
+        f"--api-keys-env FUGU_TEST_ENDPOINT_KEYS: a key {quoted}; give the keys without quotes"
     )
     assert ENDPOINT_KEY not in str(error.value)
     keys_file = tmp_path / "keys.txt"
     keys_file.write_text(f"sk-first-key-abcdef\n{value}\n", encoding="utf-8")
-    with pytest.raises(ApiKeyError, match=r": a key is wrapped in quotes, "):
+    with pytest.raises(ApiKeyError) as error:
         load_api_keys(file=keys_file)
+    assert str(error.value) == (
+        f"--api-keys-file {keys_file}: a key {quoted}; give the keys without quotes"
+    )
 
 
 def test_a_key_no_client_can_send_is_refused(

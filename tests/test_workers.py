@@ -695,11 +695,21 @@ def test_a_key_no_header_can_carry_is_refused_at_start_without_showing_it(
     assert stub.bodies == []
 
 
+# What each is told of where its quotes came from (a hint swapped passed a mutation round).
+WRAPPED = (
+    r"is wrapped in quotes \(a \.env file read by something that keeps them, as docker's "
+    r"--env-file does\?\); set it"
+)
+ONE_QUOTE = (
+    r" with a quote, which no key holds \(copied with it from a shell line or a \.env file\?\)"
+)
+
+
 @pytest.mark.parametrize(
     ("value", "problem"),
-    [(f'"{SECRET}"', "is wrapped in quotes"), (f"'{SECRET}'", "is wrapped in quotes"),
-     (f'{SECRET}"', "ends with a quote"), (f"{SECRET}'", "ends with a quote"),
-     (f'"{SECRET}', "starts with a quote"), ('"', "starts with a quote")],
+    [(f'"{SECRET}"', WRAPPED), (f"'{SECRET}'", WRAPPED),
+     (f'{SECRET}"', f"ends{ONE_QUOTE}"), (f"{SECRET}'", f"ends{ONE_QUOTE}"),
+     (f'"{SECRET}', f"starts{ONE_QUOTE}"), ('"', f"starts{ONE_QUOTE}")],
 )  # fmt: skip
 def test_a_key_read_with_its_quotes_is_refused_at_start_without_showing_it(
     stub: StubWorker, monkeypatch: pytest.MonkeyPatch, value: str, problem: str

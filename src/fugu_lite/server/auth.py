@@ -9,6 +9,12 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from ..text_reading import STDIN_NOT_READ, means_stdin, utf16_hint
+from ..workers.api_keys import (
+    COPIED_WITH_A_QUOTE,
+    KEPT_BY_ENV_FILE,
+    WRAPPED_IN_QUOTES,
+    quote_at_ends,
+)
 from .api_error import ApiError
 
 REDACTED = "[redacted]"
@@ -34,7 +40,6 @@ def parse_keys(text: str) -> list[str]:
 # Words of an Authorization header copied with a key ("Bearer sk-..."): each would be split
 # off as a key of its own, which any client could then send.
 HEADER_WORDS = frozenset({"bearer", "authorization:"})
-QUOTES = "\"'"
 
 
 def keys_in(source: str, text: str) -> list[str]:
@@ -48,11 +53,12 @@ def keys_in(source: str, text: str) -> list[str]:
             f"{source}: holds {header_part(key)!r}, {what}, which would be accepted as an API "
             "key itself; give the keys alone (sk-..., not Bearer sk-...)"
         )
-    if any(key[0] in QUOTES or key[-1] in QUOTES for key in keys):
+    quoted = quotes_around_keys(text, keys)
+    if quoted is not None:
+        where = KEPT_BY_ENV_FILE if quoted == WRAPPED_IN_QUOTES else COPIED_WITH_A_QUOTE
         raise ApiKeyError(
-            f"{source}: a key is wrapped in quotes, which every client would have to send "
-            "with it (a .env file read by something that keeps them, as docker's --env-file "
-            "does?); give the keys without quotes"
+            f"{source}: a key {quoted}, which every client would have to send with it "
+            f"({where}); give the keys without quotes"
         )
     # An HTTP header carries ASCII: the openai SDK cannot send such a key, curl's reaches
     # the server as other characters; it could never match.
@@ -63,6 +69,15 @@ def keys_in(source: str, text: str) -> list[str]:
             "give the keys as ASCII"
         )
     return keys
+
+
+def quotes_around_keys(text: str, keys: list[str]) -> str | None:
+    """The quotes a source's `keys` are written with (quote_at_ends): a pair around a key,
+    or around a line of them (FUGU_API_KEYS="sk-a,sk-b", split into `"sk-a` and `sk-b"`),
+    before a quote at one end of a key; None for none."""
+    lines = [line.strip() for line in COMMENT.sub("", text).splitlines()]
+    found = [quoted for part in (*keys, *lines) if (quoted := quote_at_ends(part)) is not None]
+    return WRAPPED_IN_QUOTES if WRAPPED_IN_QUOTES in found else next(iter(found), None)
 
 
 def header_word(key: str) -> str | None:

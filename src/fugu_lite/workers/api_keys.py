@@ -58,6 +58,24 @@ def read_key(worker: WorkerConfig) -> str:
     return key
 
 
+WRAPPED_IN_QUOTES = "is wrapped in quotes"
+# Where a key's quotes likely came from, to say with them.
+KEPT_BY_ENV_FILE = "a .env file read by something that keeps them, as docker's --env-file does?"
+COPIED_WITH_A_QUOTE = "copied with it from a shell line or a .env file?"
+
+
+def quote_at_ends(key: str) -> str | None:
+    """The quotes at `key`'s ends, which no key holds: WRAPPED_IN_QUOTES (a pair), "starts
+    with a quote" or "ends with a quote"; None for none (or an empty key)."""
+    if not key:
+        return None
+    if len(key) > 1 and key[0] == key[-1] and key[0] in QUOTES:
+        return WRAPPED_IN_QUOTES
+    if key[0] in QUOTES or key[-1] in QUOTES:
+        return f"{'starts' if key[0] in QUOTES else 'ends'} with a quote"
+    return None
+
+
 def key_problem(key: str) -> str | None:
     """What in a key's value no HTTP header can carry: each call would fail before it is
     sent, as a connection error that showed the key (its escaped line break kept it from
@@ -68,17 +86,11 @@ def key_problem(key: str) -> str | None:
             "has spaces or a line break around it (copied with its newline, or read from a "
             "file with Windows line endings?)"
         )
-    if len(key) > 1 and key[0] == key[-1] and key[0] in QUOTES:
-        return (
-            "is wrapped in quotes (a .env file read by something that keeps them, as docker's "
-            "--env-file does?)"
-        )
-    if key[0] in QUOTES or key[-1] in QUOTES:  # `sk-abc"`: sent with it, a 401 on every call
-        end = "starts" if key[0] in QUOTES else "ends"
-        return (
-            f"{end} with a quote, which no key holds (copied with it from a shell line or a "
-            ".env file?)"
-        )
+    quoted = quote_at_ends(key)
+    if quoted == WRAPPED_IN_QUOTES:
+        return f"{quoted} ({KEPT_BY_ENV_FILE})"
+    if quoted is not None:  # `sk-abc"`: sent with it, a 401 on every call
+        return f"{quoted}, which no key holds ({COPIED_WITH_A_QUOTE})"
     if any(character.isspace() or not character.isprintable() for character in key):
         return "holds a space, tab or control character"
     if not key.isascii():
