@@ -388,6 +388,39 @@ async def batcher_fails_each_request_of_a_function_that_returns_no_list(
     await batcher.stop()
 
 
+def test_micro_batcher_answers_a_batch_whose_callback_fails_and_serves_on(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """on_batch (the app's metrics observe it) raising ended the batcher's loop: its batch,
+    and every later request, waited until shutdown. The batch is answered, the failure
+    logged, and later batches are told as before."""
+    told: list[int] = []
+
+    def fails_for_two(size: int, seconds: float) -> None:
+        if size == 2:
+            raise ValueError("histogram closed")
+        told.append(size)
+
+    async def submit_a_batch_of_two_then_one() -> tuple[list[int], int, int]:
+        batcher = MicroBatcher(lambda items: items, window_s=0.2, on_batch=fails_for_two)
+        batcher.start()
+        pair = await asyncio.wait_for(asyncio.gather(batcher.submit(1), batcher.submit(2)), 5)
+        alone = await asyncio.wait_for(batcher.submit(3), 5)
+        await batcher.stop()
+        untold = MicroBatcher(lambda items: items, window_s=0.0)  # no on_batch: nothing logged
+        untold.start()
+        answer = await asyncio.wait_for(untold.submit(4), 5)
+        await untold.stop()
+        return pair, alone, answer
+
+    with caplog.at_level(logging.ERROR, logger="fugu_lite.server.batching"):
+        assert asyncio.run(submit_a_batch_of_two_then_one()) == ([1, 2], 3, 4)
+    assert told == [1]
+    [record] = caplog.records
+    assert record.getMessage() == "on_batch failed for a batch of 2 (its requests are answered)"
+    assert record.exc_info is not None and str(record.exc_info[1]) == "histogram closed"
+
+
 def test_micro_batcher_runs_no_pass_for_a_batch_whose_clients_all_left() -> None:
     """Every request waiting for a batch window cancelled (their clients gone): no forward
     pass is run for nobody, nor a batch of 0 told (a mutation round running the empty batch

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -15,6 +16,8 @@ from typing import Generic, TypeVar
 T = TypeVar("T")
 R = TypeVar("R")
 V = TypeVar("V")
+
+logger = logging.getLogger(__name__)
 
 
 class BatcherClosedError(RuntimeError):
@@ -143,11 +146,20 @@ class MicroBatcher(Generic[T, R]):
             if not future.done():
                 future.set_exception(error)
             return
-        if self.on_batch is not None:
-            self.on_batch(len(batch), time.perf_counter() - started)
+        self._tell_batch(len(batch), time.perf_counter() - started)
         for (_, future), result in zip(batch, answers, strict=True):
             if not future.done():
                 future.set_result(result)
+
+    def _tell_batch(self, size: int, seconds: float) -> None:
+        """Call on_batch; its failure is logged, or the batcher's loop would end, and this
+        batch and every later request would wait until shutdown."""
+        if self.on_batch is None:
+            return
+        try:
+            self.on_batch(size, seconds)
+        except Exception:
+            logger.exception("on_batch failed for a batch of %d (its requests are answered)", size)
 
 
 def one_result_per_item(results: Sequence[V], items: int) -> Sequence[V]:
