@@ -39,6 +39,7 @@ from fugu_lite.es_population import (
     restrict_search,
     searches_output_weights_only,
     set_parameter_vector,
+    split_data,
 )
 from fugu_lite.es_state import (
     ESResumeError,
@@ -149,6 +150,40 @@ def test_output_layer_of_a_head_without_one_says_so() -> None:
     model.head = torch.nn.Identity()  # e.g. a subclass's own head
     with pytest.raises(TypeError, match="has no linear output layer"):
         restrict_search(model, "output_layer")
+
+
+def test_a_splits_data_is_every_record_of_the_split_in_the_records_order(
+    records: list[RewardRecord], tiny_model_cfg: ModelConfig
+) -> None:
+    """A mutation round's split_data shuffling its split passed every test, a validation's
+    means being alike in any order: a generation draws its prompts by their index in this
+    batch, so the records' order (with the seed) is what chooses them."""
+    model = make_model(tiny_model_cfg, records[0].worker_ids)
+    train = [record for record in records if record.split == "train"]
+    assert len(train) > 32
+    data = split_data(records, model, "train")
+    torch.testing.assert_close(data.rewards, torch.tensor([record.rewards for record in train]))
+    features = model.features_for([record.prompt for record in train])
+    torch.testing.assert_close(data.inputs["features"], features)
+
+
+def test_a_head_whose_output_layer_has_a_bias_is_scored_with_it() -> None:
+    """Only a bias-free output layer is one matmul of the fixed hidden layer: a mutation
+    round's check without `bias is None` passed every test, build_head giving no output
+    layer a bias, but then scored a head with a bias (here frozen, the weight alone
+    searched) without it."""
+    torch.manual_seed(0)
+    model = RouterModel(ModelConfig(head="linear"), ["a", "b", "c"], feature_dim=5)
+    model.head = torch.nn.Linear(5, 3)  # e.g. a subclass's own head
+    torch.nn.init.normal_(model.head.bias)
+    model.head.bias.requires_grad_(False)
+    assert not searches_output_weights_only(model)
+    features = torch.randn(7, 5)
+    candidates = torch.randn(2, 3 * 5)
+    logits = population_logits(model, candidates, {"features": features})
+    for candidate, batched in zip(candidates, logits, strict=True):
+        set_parameter_vector(model, candidate.double().numpy())
+        torch.testing.assert_close(batched, model.eval()(features=features))
 
 
 def test_fitness_scores_the_argmax_choice_plus_the_entropy_bonus() -> None:
