@@ -284,6 +284,22 @@ def test_eval_on_an_empty_split_names_the_splits_there_are(run: Run, tmp_path: P
         assert f"(the records hold {sizes}); choose another one with --split" in flat(result.output)
 
 
+@pytest.mark.parametrize("pareto", [False, True])
+def test_an_empty_split_is_refused_before_the_checkpoint_is_read(
+    tmp_path: Path, pareto: bool
+) -> None:
+    """A mutation round's eval (and eval --pareto) without its first check of the split
+    passed every test, each naming a real checkpoint: an empty split given with a wrong
+    checkpoint was then refused for the checkpoint, fixing which only led to the next error."""
+    from fugu_lite.evaluate_checkpoint import run_evaluation, run_pareto_evaluation
+
+    records = [record for record in generated_records() if record.split != "validation"]
+    evaluate = run_pareto_evaluation if pareto else run_evaluation
+    with pytest.raises(ValueError, match="no records in the 'validation' split to evaluate"):
+        evaluate(tmp_path / "no-checkpoint", records, "validation", tmp_path / "out")
+    assert not (tmp_path / "out").exists()
+
+
 def test_eval_without_a_train_split_says_it_needs_one() -> None:
     """Records of the test split alone ended in 'cannot build a reward table from zero
     records' without the check, naming no split."""
@@ -414,6 +430,26 @@ def test_only_a_report_on_validation_says_the_router_was_kept_for_its_validation
     assert router_selection_notes(checkpoint, "test") == []
 
 
+@pytest.mark.parametrize("metadata", ["left out", None])
+def test_a_checkpoint_without_a_metadata_object_gets_no_selection_note(
+    tmp_path: Path, tiny_model_cfg: ModelConfig, metadata: str | None
+) -> None:
+    """router.json's "metadata" is no object when left out or null (hand-edited): a mutation
+    round's note without its check of that passed every test, and then stopped `eval
+    --split validation` on "'NoneType' object has no attribute 'get'"."""
+    from fugu_lite.evaluate_checkpoint import router_selection_notes
+    from fugu_lite.model import RouterModel
+
+    checkpoint = RouterModel(tiny_model_cfg, WORKERS, 32).save_checkpoint(tmp_path / "router")
+    saved = json.loads((checkpoint / "router.json").read_text())
+    if metadata == "left out":
+        del saved["metadata"]
+    else:
+        saved["metadata"] = metadata
+    (checkpoint / "router.json").write_text(json.dumps(saved))
+    assert router_selection_notes(checkpoint, "validation") == []
+
+
 def test_a_familys_notes_on_validation_read_each_members_checkpoint(
     tmp_path: Path, tiny_model_cfg: ModelConfig
 ) -> None:
@@ -421,7 +457,8 @@ def test_a_familys_notes_on_validation_read_each_members_checkpoint(
     reading the family's own folder survived its selection of tests): the test families were
     trained by `train pipeline`, whose RL members keep no epoch on validation, so no note was
     due. A family whose second member is an SFT router kept for its validation reward (its
-    first an RL one) is reported so on validation."""
+    first an RL one) is reported so on validation, once though its third is one too (a
+    mutation round's notes given once per member passed every test)."""
     from fugu_lite.evaluate_checkpoint import member_selection_notes
     from fugu_lite.model import RouterModel
     from fugu_lite.router_family import (
@@ -435,7 +472,7 @@ def test_a_familys_notes_on_validation_read_each_members_checkpoint(
     history = [{"epoch": 1, "validation": 0.5}, {"epoch": 2, "validation": 0.6}]
     family_folder = tmp_path / "family"
     members = []
-    for weight, stage in ((0.0, "rl"), (1.0, "sft")):
+    for weight, stage in ((0.0, "rl"), (0.5, "sft"), (1.0, "sft")):
         folder = member_folder(weight)
         RouterModel(tiny_model_cfg, WORKERS, 32).save_checkpoint(
             family_folder / folder, metadata={"stage": stage, "history": history}

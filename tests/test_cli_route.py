@@ -226,6 +226,10 @@ def test_route_and_eval_take_the_backbone_where_it_is_now(
     write_records(records, generated_records(n_per_topic=6))
     ok(invoke("eval", "--checkpoint", checkpoint, "-r", records, *moved, "-o", tmp_path / "e"))
     assert (tmp_path / "e" / "evaluation_report.json").exists()
+    # eval --pareto loads the checkpoint by another call: dropping its --backbone passed
+    ok(invoke("eval", "--checkpoint", checkpoint, "-r", records, *moved, "--pareto",
+              "-o", tmp_path / "p"))  # fmt: skip
+    assert (tmp_path / "p" / "pareto_report.json").exists()
 
 
 @pytest.mark.parametrize(
