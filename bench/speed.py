@@ -59,6 +59,7 @@ from fugu_lite.backbones import LoadedBackbone, layer_list, load_backbone
 from fugu_lite.config import ModelConfig, PipelineConfig
 from fugu_lite.config_loading import DEFAULT_CONFIG, load_config
 from fugu_lite.datasets import DATA_DIR_ENV, DataNotFoundError, resolve_data_dir
+from fugu_lite.datasets.data_dir import named_folder_problem
 from fugu_lite.datasets.llmrouter import LLMROUTER_FILES
 from fugu_lite.feature_cache import FeatureCache, compute_features, prompt_key
 from fugu_lite.features import FeatureExtractor, Prompt, pool, render_prompt
@@ -1296,12 +1297,14 @@ def check_data_dir(parser: argparse.ArgumentParser, options: argparse.Namespace)
     (unless --synthetic), said as a usage error before any child starts."""
     if options.data_dir is None:
         options.data_dir = found_data_dir(parser, options)
-    elif not (options.synthetic or options.child or has_llmrouter(options.data_dir)):
+    elif not (options.synthetic or options.child) and (
+        problem := named_folder_problem(Path(options.data_dir), "llmrouter")
+    ):
         # a folder given by hand that holds no data was measured on synthetic prompts, with
         # no word but the report's source line
         parser.error(
-            f"--data-dir {options.data_dir} has no llmrouter/ folder inside; give the folder "
-            "that holds llmrouter/, or pass --synthetic to measure on synthetic prompts"
+            f"--data-dir points to {options.data_dir}, {problem}; give the folder that holds "
+            "llmrouter/, or pass --synthetic to measure on synthetic prompts"
         )
     # quality reads the files minutes into each backbone's child: say so before any starts
     if not (options.synthetic or options.child) and (missing := missing_llmrouter_files(options)):

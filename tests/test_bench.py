@@ -183,8 +183,13 @@ def test_speed_refuses_a_data_folder_given_by_hand_without_the_data(
         speed.parse_arguments(["--data-dir", str(tmp_path)])
     assert exited.value.code == 2
     error = capsys.readouterr().err
-    assert f"--data-dir {tmp_path} has no llmrouter/ folder inside" in error
+    assert f"--data-dir points to {tmp_path}, which has no llmrouter/ folder inside" in error
     assert "--synthetic" in error
+    missing = tmp_path / "shared" / "dta"  # a typo: named as missing, not as lacking llmrouter/
+    with pytest.raises(SystemExit):
+        speed.parse_arguments(["--data-dir", str(missing)])
+    error = capsys.readouterr().err
+    assert f"--data-dir points to {missing}, which does not exist; give the folder" in error
     assert speed.parse_arguments(["--data-dir", str(tmp_path), "--synthetic"]).synthetic
     monkeypatch.delenv(DATA_DIR_ENV, raising=False)  # and no data anywhere fugu-lite looks
     monkeypatch.setattr(data_dir_module, "default_search_paths", lambda: [tmp_path])
@@ -375,7 +380,7 @@ def test_speed_finds_the_data_folder_as_fugu_lite_does(
         speed.parse_arguments([])
     assert exited.value.code == 2
     error = capsys.readouterr().err
-    assert f"{DATA_DIR_ENV} points to {tmp_path / 'typo'}, which has no llmrouter/" in error
+    assert f"{DATA_DIR_ENV} points to {tmp_path / 'typo'}, which does not exist" in error
     assert "--synthetic" in error
     assert speed.parse_arguments(["--synthetic"]).synthetic
 

@@ -162,8 +162,6 @@ def test_resolve_data_dir_prefers_the_explicit_folder(tmp_path: Path, monkeypatc
     monkeypatch.setenv(DATA_DIR_ENV, str(tmp_path / "from_env"))
     assert resolve_data_dir(tmp_path / "mine") == (tmp_path / "mine").resolve()
     assert resolve_data_dir(None) == (tmp_path / "from_env").resolve()
-    with pytest.raises(DataNotFoundError, match="--data-dir points to"):
-        resolve_data_dir(tmp_path / "nothing")
     (tmp_path / "other" / "zeroeval").mkdir(parents=True)  # a data folder, not LLMRouter's
     with pytest.raises(DataNotFoundError, match="other, which has no llmrouter/ folder inside"):
         resolve_data_dir(tmp_path / "other")
@@ -175,6 +173,34 @@ def test_resolve_data_dir_prefers_the_explicit_folder(tmp_path: Path, monkeypatc
     assert resolve_data_dir(None) == (tmp_path / "from_env").resolve()
     monkeypatch.setenv(DATA_DIR_ENV, "")  # `FUGU_LITE_DATA_DIR=` in an env file: unset
     assert resolve_data_dir(None, search_paths=[tmp_path / "mine"]) == (tmp_path / "mine").resolve()
+
+
+def test_a_named_data_folder_that_does_not_exist_is_said_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A typo in --data-dir (or $FUGU_LITE_DATA_DIR) was described as a folder "which has no
+    llmrouter/ folder inside", sending the user to look inside a folder that is not there."""
+    monkeypatch.delenv(DATA_DIR_ENV, raising=False)
+    missing = tmp_path / "shared" / "dta"
+    with pytest.raises(DataNotFoundError) as raised:
+        resolve_data_dir(missing)
+    assert str(raised.value) == f"--data-dir points to {missing}, which does not exist"
+    monkeypatch.setenv(DATA_DIR_ENV, str(missing))
+    with pytest.raises(DataNotFoundError) as raised:
+        resolve_data_dir(None)
+    assert str(raised.value) == f"{DATA_DIR_ENV} points to {missing}, which does not exist"
+    missing.parent.mkdir()
+    missing.write_text("")  # a file: it exists, but is no folder
+    with pytest.raises(DataNotFoundError) as raised:
+        resolve_data_dir(None)
+    assert str(raised.value) == f"{DATA_DIR_ENV} points to {missing}, which is not a folder"
+    missing.unlink()
+    missing.mkdir()  # a folder now, but without the dataset
+    with pytest.raises(DataNotFoundError) as raised:
+        resolve_data_dir(None)
+    assert str(raised.value) == (
+        f"{DATA_DIR_ENV} points to {missing}, which has no llmrouter/ folder inside"
+    )
 
 
 def test_the_search_takes_the_first_folder_holding_the_dataset(

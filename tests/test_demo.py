@@ -213,8 +213,8 @@ def test_a_data_dir_that_does_not_exist_stops_the_demo_before_the_pool_is_checke
     )
     assert result.exit_code == 2, result.output
     assert flat(result.stderr).startswith(
-        f"error: --data-dir points to {typo}, which has no llmrouter/ folder inside; name the "
-        "folder that holds llmrouter/"
+        f"error: --data-dir points to {typo}, which does not exist; name the folder that "
+        "holds llmrouter/"
     ), result.stderr
     assert stages == []
     assert not (tmp_path / "demo").exists(), result.output

@@ -65,11 +65,22 @@ def _explicit_data_dir(data_dir: str | Path | None, dataset: str) -> Path | None
     for explicit, origin in explicit_choices:
         if explicit:
             folder = Path(explicit).expanduser()
-            if not (folder / dataset).is_dir():
-                raise DataNotFoundError(
-                    f"{origin} points to {folder}, which has no {dataset}/ folder inside"
-                )
+            problem = named_folder_problem(folder, dataset)
+            if problem is not None:
+                raise DataNotFoundError(f"{origin} points to {folder}, {problem}")
             return folder.resolve()
+    return None
+
+
+def named_folder_problem(folder: Path, dataset: str) -> str | None:
+    """Why a data folder the user named cannot be used ("which does not exist", "which is not
+    a folder", "which has no <dataset>/ folder inside"); None when it holds the dataset."""
+    if not folder.exists():
+        return "which does not exist"
+    if not folder.is_dir():
+        return "which is not a folder"
+    if not (folder / dataset).is_dir():
+        return f"which has no {dataset}/ folder inside"
     return None
 
 
