@@ -388,15 +388,21 @@ def test_more_tasks_per_family_than_a_family_can_make_stops_the_demo_before_any_
     assert not (tmp_path / "demo").exists(), result.output
 
 
-def test_the_demo_command_and_its_settings_default_to_the_same_tasks_per_family() -> None:
-    """`demo --tasks-per-family`'s default was written twice, in the option and in
-    DemoSettings: run_demo called from Python would have drawn another count than the CLI."""
+def test_the_demo_command_and_its_settings_share_their_defaults() -> None:
+    """`demo`'s defaults (--tasks-per-family, -o runs/demo, --llmrouter, --serve) were
+    written twice, in the options and in DemoSettings: run_demo called from Python would have
+    run otherwise than the CLI with a change to one of them."""
     import inspect
 
     from fugu_lite.cli.demo import demo_command
 
-    option_default = inspect.signature(demo_command).parameters["tasks_per_family"].default
-    assert option_default == demo.DemoSettings().tasks_per_family >= 2
+    options = inspect.signature(demo_command).parameters
+    settings = demo.DemoSettings()
+    shared = options.keys() & demo.DemoSettings.model_fields.keys()
+    assert {"output", "tasks_per_family", "llmrouter", "serve"} <= shared
+    for name in shared:
+        assert options[name].default == getattr(settings, name), name
+    assert settings.tasks_per_family >= 2
 
 
 def test_one_task_per_family_is_refused_before_any_stage(

@@ -180,9 +180,12 @@ def _unexpanded_variable(cache_dir: str) -> str:
     )
 
 
-# `fugu-lite demo --tasks-per-family`'s default, read by the option (cli/demo.py) and by
-# demo.DemoSettings: here, as the CLI imports demo.py (torch) only once the demo runs.
+# `fugu-lite demo`'s defaults, read by its options (cli/demo.py) and by demo.DemoSettings:
+# here, as the CLI imports demo.py (torch) only once the demo runs.
 DEMO_TASKS_PER_FAMILY = 12
+DEMO_OUTPUT = Path("runs/demo")
+DEMO_RUNS_LLMROUTER = True
+DEMO_SERVES = True
 
 
 # numpy's global seed (training_common.seed_everything) takes 0 to 2**32 - 1: `seed: -1`

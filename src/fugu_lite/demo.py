@@ -18,7 +18,13 @@ from pydantic import BaseModel
 from rich.markup import escape
 from rich.table import Table
 
-from .config import DEMO_TASKS_PER_FAMILY, PipelineConfig
+from .config import (
+    DEMO_OUTPUT,
+    DEMO_RUNS_LLMROUTER,
+    DEMO_SERVES,
+    DEMO_TASKS_PER_FAMILY,
+    PipelineConfig,
+)
 from .datasets import DATA_DIR_ENV, DataNotFoundError, import_dataset, resolve_data_dir
 from .evaluate_checkpoint import run_evaluation
 from .pipeline import train_pipeline
@@ -44,12 +50,12 @@ DEMO_QUESTIONS = (
 
 class DemoSettings(BaseModel):
     data_dir: Path | None = None
-    output: Path = Path("runs/demo")
+    output: Path = DEMO_OUTPUT
     pool: Path | None = None  # None = the embedded local pool
     tasks_per_family: int = DEMO_TASKS_PER_FAMILY
     task_seed: int = 0
-    llmrouter: bool = True
-    serve: bool = True
+    llmrouter: bool = DEMO_RUNS_LLMROUTER
+    serve: bool = DEMO_SERVES
 
 
 def run_demo(settings: DemoSettings, config: PipelineConfig) -> dict:

@@ -7,7 +7,13 @@ from typing import Annotated
 
 import typer
 
-from ..config import DEMO_TASKS_PER_FAMILY, PipelineConfig
+from ..config import (
+    DEMO_OUTPUT,
+    DEMO_RUNS_LLMROUTER,
+    DEMO_SERVES,
+    DEMO_TASKS_PER_FAMILY,
+    PipelineConfig,
+)
 from ..config_errors import ConfigError
 from ..config_loading import DEFAULT_CONFIG
 from .common import (
@@ -67,12 +73,12 @@ DEMO_KEPT = (
 
 def demo_command(
     data_dir: DataDirOption = None,
-    output: DemoOutputOption = Path("runs/demo"),
+    output: DemoOutputOption = DEMO_OUTPUT,
     config: PipelineConfigOption = None,
     pool: PoolOption = None,
     tasks_per_family: TasksPerFamilyOption = DEMO_TASKS_PER_FAMILY,
-    llmrouter: LLMRouterOption = True,
-    serve: ServeOption = True,
+    llmrouter: LLMRouterOption = DEMO_RUNS_LLMROUTER,
+    serve: ServeOption = DEMO_SERVES,
 ) -> None:
     """The main job: LLMRouter train + eval, the local loop, then serving.
 
