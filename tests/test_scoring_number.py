@@ -775,6 +775,11 @@ def test_two_numbers_as_one_answer_are_ambiguous(answer: str, output: str, why: 
         ("12", r"\boxed{12 \text{ eggs, or } 1 \text{ dozen}}"),
         ("12", r"\boxed{12 \text{ eggs, or about } 1 \text{ dozen}}"),  # as after ####
         ("12", "#### 12 eggs, or about 1 dozen"),
+        # with no marker too (read 1, 60 and 1 before), when "or" joins the two
+        ("60", "So it takes 60 minutes or 1 hour."),
+        ("1", "So it takes 1 hour or 60 minutes."),
+        ("12", "We need 12 eggs or 1 dozen."),
+        ("1", "He walked 60 minutes or so, then rested 1 hour."),
         # the grader does not tell a restatement from another thing: the first is read
         ("5", "The answer is 5 apples or 7 oranges."),
     ],
@@ -1377,7 +1382,10 @@ HOW_MANY_MINUTES = "A film lasts from 18:00 to 19:30. How many minutes does it l
         (BOTH_UNITS, "2 hours and 30 minutes", "2.5", 1.0),
         (TO_MINUTES_AND_SECONDS, "150 minutes or 9000 seconds", "150", 1.0),
         (TO_MINUTES_AND_SECONDS, "150 minutes (9000 seconds)", "9000", 1.0),
-        (TO_MINUTES_AND_SECONDS, "150 minutes or 9500 seconds", "150", 0.0),  # not one quantity
+        (TO_MINUTES_AND_SECONDS, "150 minutes (9500 seconds)", "150", 0.0),  # not one quantity
+        # though "or" joins a restatement in another unit, the first read, as after ####:
+        # the grader checks no conversion there (read 9500 before)
+        (TO_MINUTES_AND_SECONDS, "150 minutes or 9500 seconds", "150", 1.0),
         # one of them asked: the quantity in that one
         ("Convert 2.5 hours to minutes.", "150 minutes (9000 seconds)", "150", 1.0),
         ("Convert 2.5 hours to minutes.", "9000 seconds, i.e. 150 minutes", "150", 1.0),

@@ -563,8 +563,9 @@ def _numbers_said(numbers: list[re.Match[str]], question: str) -> list[re.Match[
 
 def _the_last_number(text: str, numbers: list[re.Match[str]], question: str) -> _Extracted:
     """The answer among the numbers left: the one said to be what the question asks, a
-    quantity in the unit asked, else the last (or why it is none: two numbers side by side),
-    else the last number in words when the output holds no digit."""
+    quantity in the unit asked, the first of two joined by "or" when the second restates it
+    in another unit, else the last (or why it is none: two numbers side by side), else the
+    last number in words when the output holds no digit."""
     stated = _said_to_be_the_one_asked(text, numbers, question)
     if stated is not None:  # "The largest is 12, and the smallest is -30." for "the largest"
         return found_number(stated), "the number said to be what the question asks"
@@ -574,6 +575,10 @@ def _the_last_number(text: str, numbers: list[re.Match[str]], question: str) -> 
     hedge = _not_one_number(text, numbers[-2:], _JOINED)
     if hedge is not None:
         return None, f"{hedge} at the end"
+    restated = _restated_first(text, numbers[-2:])
+    if restated is not None and _JOINED.fullmatch(text, restated.end(), numbers[-1].start()):
+        # "So it takes 60 minutes or 1 hour.": 60, as "The answer is 60 minutes or 1 hour."
+        return found_number(restated), "the last number, before its restatement in another unit"
     expression = _operation_not_done(text, numbers[-2:])
     if expression is not None:
         return None, f"the answer is an expression, not a number: {expression!r} at the end"
