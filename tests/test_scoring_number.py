@@ -2202,7 +2202,18 @@ def test_a_digit_glued_to_a_name_by_a_hyphen_is_not_the_answer(
 
 @pytest.mark.parametrize(
     "output",
-    ["#### 5 / 0 = 5", "#### 10 / 0 + 5 = 5", "#### 5/0", "#### 0^-1 or 5"],  # read 5 before
+    [
+        # (all read 5 before)
+        "#### 5 / 0 = 5",
+        "#### 10 / 0 + 5 = 5",
+        "#### 5/0",
+        "#### 0^-1 or 5",
+        # one joined to the answer as a second answer would be, as in "#### 5 or 6"
+        "#### 5 or 1/0",
+        "#### 5 apples or 1/0",
+        "#### 5 (or 1/0)",
+        "#### 5 = 5 or 1/0",
+    ],
 )
 def test_a_division_by_zero_after_hashes_is_no_answer(output: str) -> None:
     result = graded(number_task("5"), output)

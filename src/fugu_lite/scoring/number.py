@@ -22,7 +22,7 @@ roots "x = 3 or x = -3" or "±3", a range or an undone subtraction "5-7", "5 min
 an operation in a box or after `####` ("\\boxed{3 \\cdot 4}", "#### 20 + 3": the grader does not
 compute it; it only checks "\\boxed{12 = 3 \\cdot 4}", 12, "#### 12 = 2 * 3 * 2" (a chain
 of operations, '*' and '/' before '+' and '-') and "The answer is 12 = 3 * 4."; one
-dividing by zero, "#### 5 = 10 / 0", is no answer;
+dividing by zero, "#### 5 = 10 / 0", is no answer, nor is "#### 5 or 1/0";
 after `####` a chain's side after its last '=' is the answer, no step checked: "#### 20 + 3 +
 4 = 27", "#### 20 + 3 = 23 - 2 = 21"),
 times or ratios ("3:30") and a comma between digits ("1,5": a decimal comma or a
@@ -420,6 +420,9 @@ def _answer_after_hashes(text: str) -> _Extracted | None:
     hedge = _not_one_number(after, numbers[side : side + 2], _IN_A_BOX)
     if hedge is not None:
         return None, f"{hedge} after ####"
+    alternative = _division_by_zero_joined(after, numbers[side]) if numbers else None
+    if alternative is not None:  # "#### 5 or 1/0", a hedge as "#### 5 or 6" is
+        return None, f"not a number (a division by zero): {clip(alternative)!r} after ####"
     expression = _operation_not_done(after, numbers[answer : answer + 2])
     if expression is not None:
         return None, f"the answer is an expression, not a number: {expression!r} after ####"
@@ -456,6 +459,17 @@ def _no_number_before(text: str, end: int) -> str | None:
     before `end`, or None."""
     dropped = next((match for match in NUMBER.finditer(text, 0, end) if not is_number(match)), None)
     return None if dropped is None else dropped.group(0).strip()
+
+
+def _division_by_zero_joined(text: str, number: re.Match[str]) -> str | None:
+    """The division by zero ("1/0", which `find_numbers` drops) right after `number`, joined
+    to it as another answer alone after #### would be ("5 or 1/0"), or None."""
+    following = NUMBER.search(text, number.end())
+    if following is None or is_number(following):
+        return None
+    if not _IN_A_BOX.fullmatch(text, number.end(), following.start()):
+        return None  # "#### 12 (1/0 is undefined)"
+    return following.group(0).strip()
 
 
 # how far after an answer marker the chain it gives may start (bounded: each marker looks)
