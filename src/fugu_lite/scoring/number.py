@@ -43,7 +43,7 @@ reference in millions), "1 in 4" (a chance: 1/4) and "negative 7" or "minus 7" (
 "negative seven") is -7;
 numbers in Chinese text are read ("答案是42。", "3万" is 30000, "3万5千" 35000,
 "3万2000" 32000, "5千" 5000, "3万亿" 3 * 10^12). A
-symbolic answer ("4π", "2√3", "\\sqrt{2}") or a boxed factorial ("\\boxed{5!}") is no
+symbolic answer ("4π", "4 pi", "2√3", "\\sqrt{2}") or a boxed factorial ("\\boxed{5!}") is no
 number: 0. A number in words is read after a marker with no digit in its sentence ("The
 answer is five."), else only when the output holds no digit. Equal when within 1e-6
 relative (not two whole numbers written out: 1000001 is not 1000000), or when the output
@@ -100,6 +100,7 @@ from .number_units import (
 from .number_values import (
     NUMBER,
     NUMBER_WORDS,
+    PI_AFTER_A_NUMBER,
     SYMBOL_AFTER,
     WORDED_NUMBER,
     FoundNumber,
@@ -130,8 +131,6 @@ def _both_signs(match: re.Match[str]) -> str:
     return f"{match['number']} or -{match['number']}"
 
 
-# a constant's name after a number: "3 pi" is "3π" ("\\boxed{2 + 3 pi = 11.42}")
-_PI_AFTER_A_NUMBER = re.compile(r"\d\s?pi\b", re.IGNORECASE)
 # LaTeX's division sign (unlatex blanks it, leaving "12   4" for "12 \\div 4")
 _LATEX_DIVIDE = re.compile(r"\\div(?![a-zA-Z])")
 # a factorial in math: "5!", "(n+1)!" (not "!=", nor LaTeX's "\\!" spacing: "10,\\!000")
@@ -239,7 +238,7 @@ def _boxed_answer(text: str) -> _Extracted | None:
     boxed = last_boxed(text)
     if boxed is None:
         return None
-    if SYMBOL_AFTER.search(boxed) or _PI_AFTER_A_NUMBER.search(boxed):
+    if SYMBOL_AFTER.search(boxed) or PI_AFTER_A_NUMBER.search(boxed):
         shown = clip(boxed.strip())
         return None, f"a symbolic answer (π or a root), not a number, in \\boxed{{}}: {shown!r}"
     if _FACTORIAL.search(boxed.rsplit("=", 1)[-1]):  # "\\boxed{5!}" is 120, not 5

@@ -284,6 +284,8 @@ def is_the_whole(number: re.Match[str]) -> bool:
 
 
 SYMBOL_AFTER = re.compile(r"\s?(?:π|√|\\pi(?![a-zA-Z])|\\sqrt)")
+# a constant's name after a number: "3 pi" is "3π" (not "3 pies")
+PI_AFTER_A_NUMBER = re.compile(r"(?<=\d)\s?pi\b", re.IGNORECASE)
 _SYMBOL_BEFORE = re.compile(r"(?:√|\\sqrt\s?(?:\[\d+\])?\{?)\s?$")
 
 
@@ -291,6 +293,7 @@ def _is_symbolic(match: re.Match[str]) -> bool:
     text = match.string
     return bool(
         SYMBOL_AFTER.match(text, match.end())
+        or PI_AFTER_A_NUMBER.match(text, match.end())
         or _SYMBOL_BEFORE.search(text, max(0, match.start() - 12), match.start())
     )
 
