@@ -1205,6 +1205,32 @@ def test_a_worker_written_as_a_number_is_the_worker_its_csv_cell_names(tmp_path:
         import_long(write_jsonl(tmp_path / "rows.jsonl", rows))
 
 
+@pytest.mark.parametrize("suffix", [".csv", ".jsonl"])
+@pytest.mark.parametrize("worker", ["g\x1b[31m", "g\x00", "g\x7f", "g\tx"])
+def test_a_worker_name_holding_a_control_character_is_refused_naming_its_line(
+    tmp_path: Path, suffix: str, worker: str
+) -> None:
+    """A worker named with a terminal's colour code, a NUL, DEL or an inner tab was imported
+    as a worker of that name, which no pool's worker id can match, while the RouterBench
+    importer refuses such a model name. Spaces and tabs around a name are still stripped."""
+    rows = [
+        {"prompt": "q", "worker": "b", "reward": 0},
+        {"prompt": "q", "worker": worker, "reward": 1},
+    ]
+    path = tmp_path / f"long{suffix}"
+    write_long_csv(path, rows) if suffix == ".csv" else write_jsonl(path, rows)
+    with pytest.raises(RecordFileError) as raised:
+        import_long(path)
+    line = 3 if suffix == ".csv" else 2
+    assert str(raised.value).startswith(
+        f"{path}, line {line}: worker {worker!r} holds the control character "
+        f"U+{ord(worker[1]):04X}, which no worker's name can hold: rename the worker"
+    )
+    rows[1]["worker"] = "\tg\n"
+    write_long_csv(path, rows) if suffix == ".csv" else write_jsonl(path, rows)
+    assert import_long(path)[0].worker_ids == ["b", "g"]
+
+
 def test_a_json_list_with_a_comma_after_its_last_row_says_to_delete_it(tmp_path: Path) -> None:
     """A hand-edited .json list ending "{...},\n]" was refused as "not valid JSON at line 4,
     column 1: Expecting value", which did not say that the comma was the matter."""

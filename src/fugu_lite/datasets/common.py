@@ -6,6 +6,7 @@ import logging
 import math
 import numbers
 import re
+import unicodedata
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -203,6 +204,19 @@ def unicode_text(text: str, what: str, where: str) -> str:
             "(half of a pair, such as an emoji cut in two); fix the text in the table"
         ) from error
     return text
+
+
+def refuse_control_characters(name: str, what: str, where: str, advice: str) -> None:
+    """A model's or worker's name holding a control character (a NUL, a terminal's colour code
+    ESC, DEL, an inner tab), as a pickle's column, a raw table's model_name cell or a long
+    file's worker cell may: it was imported as a worker of that name, which no pool's worker
+    id can match. `advice` says where to rename it."""
+    control = next((char for char in name if unicodedata.category(char) == "Cc"), None)
+    if control is not None:
+        raise RecordFileError(
+            f"{where}: {what} {name!r} holds the control character U+{ord(control):04X}, "
+            f"which no worker's name can hold: {advice}"
+        )
 
 
 def build_record(where: str, **fields: Any) -> RewardRecord:

@@ -16,6 +16,7 @@ from .common import (
     id_text,
     is_blank,
     refuse_a_record_or_task_row,
+    refuse_control_characters,
     require_float,
     require_text,
 )
@@ -112,7 +113,9 @@ def _worker(value: object, where: str) -> str:
     writes an integer worker column as numbers: `"worker": 1` was refused as no string)."""
     if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
         return sys.intern(id_text(value))
-    return sys.intern(require_text(value, "worker", where).strip())
+    name = require_text(value, "worker", where).strip()
+    refuse_control_characters(name, "worker", where, "rename the worker in the file")
+    return sys.intern(name)
 
 
 def _keys_hint(raw: dict) -> str:

@@ -5,7 +5,6 @@ column), and the numeric columns skipped for want of a cost column."""
 from __future__ import annotations
 
 import re
-import unicodedata
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -18,6 +17,7 @@ from .common import (
     is_blank,
     is_header_copy,
     known_column_names,
+    refuse_control_characters,
     repeated_header,
     unicode_text,
 )
@@ -79,20 +79,10 @@ def routerbench_models(table: pd.DataFrame, path: Path) -> list[str]:
         )
     for model in with_cost:
         unicode_text(model, f"the model column {model!r}", str(path))
-        refuse_control_characters(model, "the model column", str(path))
-    return sorted(with_cost)
-
-
-def refuse_control_characters(model: str, what: str, where: str) -> None:
-    """A model's name holding a control character (a NUL, a terminal's colour code ESC), as a
-    pickle's column or a raw table's model_name cell may: it was imported as a worker of that
-    name, which no pool's worker id can match, where a CSV header's NUL is refused."""
-    control = next((char for char in model if unicodedata.category(char) == "Cc"), None)
-    if control is not None:
-        raise RecordFileError(
-            f"{where}: {what} {model!r} holds the control character U+{ord(control):04X}, "
-            "which no worker's name can hold: rename the model in the table"
+        refuse_control_characters(
+            model, "the model column", str(path), "rename the model in the table"
         )
+    return sorted(with_cost)
 
 
 def cost_spelling_hint(columns: Iterable[object]) -> str:

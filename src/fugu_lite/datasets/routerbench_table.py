@@ -22,6 +22,7 @@ from .common import (
     compressed_file_advice,
     is_blank,
     is_separator_line,
+    refuse_control_characters,
     to_csv_hint,
 )
 from .routerbench_columns import (
@@ -29,7 +30,6 @@ from .routerbench_columns import (
     NON_MODEL_COLUMNS,
     names_its_column,
     refuse_a_header_copy,
-    refuse_control_characters,
 )
 
 # What pandas reads (and infers from the name) with the standard library alone:
@@ -314,4 +314,6 @@ def _check_raw_keys(table: pd.DataFrame, path: Path) -> None:
                 "model: fill it in, or delete the row"
             )
         where = f"{path}, row {position} (sample_id={sample_id})"
-        refuse_control_characters(str(value).strip(), "model_name", where)
+        refuse_control_characters(
+            str(value).strip(), "model_name", where, "rename the model in the table"
+        )
