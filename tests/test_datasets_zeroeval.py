@@ -314,6 +314,23 @@ def test_a_model_with_a_blank_name_is_refused_naming_its_line(tmp_path: Path) ->
     )
 
 
+@pytest.mark.parametrize("model", ["m\x1b[31m", "m\x00", "m\x7f", "m\tx"])
+def test_a_model_name_holding_a_control_character_is_refused_naming_its_line(
+    tmp_path: Path, model: str
+) -> None:
+    """A model named with a terminal's colour code, a NUL, DEL or an inner tab became a worker
+    of that name, which no pool's worker id can match, as the long and RouterBench importers
+    refuse. Spaces and tabs around a name are still stripped."""
+    row = zeroeval_row("q2", scores={"m1": 0, model: 1}, out_chars={"m1": 40, model: 400})
+    path = write_jsonl(tmp_path / "scores.jsonl", [zeroeval_row("q1"), row])
+    with pytest.raises(RecordFileError) as raised:
+        import_zeroeval(path)
+    assert str(raised.value) == (
+        f"{path}, line 2: the model in scores {model!r} holds the control character "
+        f"U+{ord(model[1]):04X}, which no worker's name can hold: rename the model in the file"
+    )
+
+
 def test_a_task_or_id_with_spaces_around_it_is_read_without_them(tmp_path: Path) -> None:
     """A row's task "gsm " and id "1 " made the record id "gsm :1 " (the task itself was read
     as "gsm"), where the long and RouterBench importers read ids and tasks without spaces."""

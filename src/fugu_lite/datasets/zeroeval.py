@@ -21,6 +21,7 @@ from .common import (
     check_split_column,
     is_blank,
     refuse_a_record_or_task_row,
+    refuse_control_characters,
     require_float,
     require_text,
     short,
@@ -264,6 +265,10 @@ def _mapping(row: dict, key: str, where: str) -> dict:
         raise RecordFileError(
             f"{where}: {key} names a model {blank!r}, a blank name; name the model, or delete "
             "its entry"
+        )
+    for model in stripped:
+        refuse_control_characters(
+            model, f"the model in {key}", where, "rename the model in the file"
         )
     return stripped
 
