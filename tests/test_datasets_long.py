@@ -1222,9 +1222,9 @@ def test_a_worker_name_holding_a_control_character_is_refused_naming_its_line(
     with pytest.raises(RecordFileError) as raised:
         import_long(path)
     line = 3 if suffix == ".csv" else 2
-    assert str(raised.value).startswith(
+    assert str(raised.value) == (
         f"{path}, line {line}: worker {worker!r} holds the control character "
-        f"U+{ord(worker[1]):04X}, which no worker's name can hold: rename the worker"
+        f"U+{ord(worker[1]):04X}, which no worker's name can hold: rename the worker in the file"
     )
     rows[1]["worker"] = "\tg\n"
     write_long_csv(path, rows) if suffix == ".csv" else write_jsonl(path, rows)

@@ -1015,7 +1015,10 @@ def test_a_model_name_holding_a_control_character_is_refused_naming_its_column(
         assert message.startswith(f"{path}, line 1: not UTF-8 text (it holds NUL bytes)")
         return
     where = f"{path}, row 1 (sample_id=mmlu.0): model_name" if raw else f"{path}: the model column"
-    assert message.startswith(f"{where} {name!r} holds the control character U+{ord(name[1]):04X}")
+    assert message == (
+        f"{where} {name!r} holds the control character U+{ord(name[1]):04X}, which no worker's "
+        "name can hold: rename the model in the table"
+    )
 
 
 @pytest.mark.parametrize("suffix", [".pkl", ".csv"])

@@ -329,6 +329,9 @@ def test_a_model_name_holding_a_control_character_is_refused_naming_its_line(
         f"{path}, line 2: the model in scores {model!r} holds the control character "
         f"U+{ord(model[1]):04X}, which no worker's name can hold: rename the model in the file"
     )
+    tabbed = zeroeval_row("q2", scores={"m1": 0, "\tm2\n": 1}, out_chars={"m1": 40, "\tm2": 4})
+    write_jsonl(path, [zeroeval_row("q1"), tabbed])
+    assert [record.worker_ids for record in import_zeroeval(path)] == [["m1", "m2"]] * 2
 
 
 def test_a_task_or_id_with_spaces_around_it_is_read_without_them(tmp_path: Path) -> None:
