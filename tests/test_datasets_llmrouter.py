@@ -130,6 +130,27 @@ def test_llmrouter_bad_score_names_the_item(tmp_path: Path) -> None:
         import_llmrouter(tmp_path)
 
 
+@pytest.mark.parametrize("model", ["s\x1b[31m", "s\x00", "s\x7f", "s\tx"])
+def test_an_llmrouter_model_name_holding_a_control_character_is_refused_naming_the_item(
+    tmp_path: Path, model: str
+) -> None:
+    """A model named with a terminal's colour code, a NUL, DEL or an inner tab in the scores
+    and the prices became a worker of that name, which no pool's worker id can match, as the
+    other importers refuse."""
+    rows = [{"question": "q1", "scores": {"big": 0.0, model: 1.0}}]
+    make_llmrouter(tmp_path, train=rows)
+    write_json(tmp_path / "llmrouter/data/dcrouter_preprocessed/test.json", rows)
+    prices = tmp_path / "llmrouter/data/example_data/llm_candidates/default_llm.json"
+    write_json(prices, {**LLMROUTER_PRICES, model: LLMROUTER_PRICES["small"]})
+    with pytest.raises(RecordFileError) as raised:
+        import_llmrouter(tmp_path)
+    train_file = tmp_path / "llmrouter/data/dcrouter_preprocessed/train.json"
+    assert str(raised.value) == (
+        f"{train_file}, item 1: the model in scores {model!r} holds the control character "
+        f"U+{ord(model[1]):04X}, which no worker's name can hold: rename the model in the file"
+    )
+
+
 def test_llmrouter_missing_price_names_the_model(tmp_path: Path) -> None:
     make_llmrouter(tmp_path)
     prices = tmp_path / "llmrouter/data/example_data/llm_candidates/default_llm.json"

@@ -12,7 +12,13 @@ from pydantic import Field
 from ..io import iter_jsonl, read_json
 from ..schemas import RewardRecord, warn_of_rewards_off_scale
 from ..text_reading import RecordFileError
-from .common import build_record, require_float, require_text, stable_id
+from .common import (
+    build_record,
+    refuse_control_characters,
+    require_float,
+    require_text,
+    stable_id,
+)
 from .split import apply_standard_split
 
 logger = logging.getLogger(__name__)
@@ -138,6 +144,10 @@ def _score_rows(path: Path) -> list[tuple[str, str, dict[str, float]]]:
         raw_scores = item.get("scores")
         if not isinstance(raw_scores, dict) or not raw_scores:
             raise RecordFileError(f"{where}: scores must be a non-empty {{model: score}} object")
+        for model in raw_scores:
+            refuse_control_characters(
+                str(model), "the model in scores", where, "rename the model in the file"
+            )
         scores = {
             str(model): require_float(value, f"the score of {model}", where)
             for model, value in raw_scores.items()
