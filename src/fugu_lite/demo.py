@@ -79,12 +79,14 @@ def run_demo(settings: DemoSettings, config: PipelineConfig) -> dict:
 def run_llmrouter(data_dir: Path | None, output_dir: Path, config: PipelineConfig) -> dict | None:
     """Import LLMRouter, train SFT -> RL, evaluate on test; skipped when the data is absent."""
     console.rule("1/3 LLMRouter: import, train SFT -> RL, evaluate")
-    check_named_data_dir(data_dir)
-    try:
-        root = resolve_data_dir(str(data_dir) if data_dir else None)
-    except DataNotFoundError as error:
-        console.print(f"[yellow]skipping the LLMRouter stage:[/yellow] {console_text(str(error))}")
-        return None
+    root = named_data_dir(data_dir)
+    if root is None:
+        try:
+            root = resolve_data_dir()
+        except DataNotFoundError as error:
+            message = console_text(str(error))
+            console.print(f"[yellow]skipping the LLMRouter stage:[/yellow] {message}")
+            return None
     records = import_dataset("llmrouter", root)
     write_records(output_dir / "records.jsonl", records)
     console.print(f"imported {len(records)} LLMRouter records from {root}")
@@ -92,14 +94,14 @@ def run_llmrouter(data_dir: Path | None, output_dir: Path, config: PipelineConfi
     return run_evaluation(Path(training["checkpoint"]), records, "test", output_dir / "evaluation")
 
 
-def check_named_data_dir(data_dir: Path | None) -> None:
-    """A folder the user named (--data-dir, else $FUGU_LITE_DATA_DIR) holds llmrouter/: a
-    typo stops the demo, not skips the stage they asked for. None named: nothing to check
-    (the stage searches, downloads or is skipped)."""
+def named_data_dir(data_dir: Path | None) -> Path | None:
+    """The folder the user named (--data-dir, else $FUGU_LITE_DATA_DIR), which must hold
+    llmrouter/: a typo stops the demo, not skips the stage they asked for. None when none is
+    named (the stage searches, downloads or is skipped)."""
     if data_dir is None and not os.environ.get(DATA_DIR_ENV):
-        return
+        return None
     try:
-        resolve_data_dir(str(data_dir) if data_dir else None)
+        return resolve_data_dir(str(data_dir) if data_dir else None)
     except DataNotFoundError as error:
         raise DataNotFoundError(
             f"{error}; name the folder that holds llmrouter/ (e.g. ../shared/data), or "

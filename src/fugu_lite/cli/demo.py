@@ -112,10 +112,10 @@ def demo_command(
 def check_data_dir_holds_llmrouter(data_dir: Path | None) -> None:
     """Checked now, not when the LLMRouter stage starts: after the pool check (minutes)."""
     from ..datasets import DataNotFoundError
-    from ..demo import check_named_data_dir
+    from ..demo import named_data_dir
 
     try:
-        check_named_data_dir(data_dir)
+        named_data_dir(data_dir)
     except DataNotFoundError as error:
         fail(str(error))
 
